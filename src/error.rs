@@ -1,0 +1,226 @@
+//! The crate's error type: every failure names the op, what was wrong and where.
+
+use crate::ir::{DType, Flavor, IndexType, OpName, ShapeDisplay};
+
+/// Everything that can go wrong, from signature validation to a bad index at run time.
+///
+/// The enum is `#[non_exhaustive]` so that new checks can be added; match the variants you act
+/// on (for example [`Error::IndexOutOfRange`] to learn the bad index) and use
+/// [`Error::category`] for a stable short classification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The flavor does not define this operator (e.g. `openvino-gather8` with GatherND).
+    #[error("{op}: flavor {flavor} does not define this operator")]
+    FlavorMismatch {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: Flavor,
+    },
+    /// An attribute value the flavor does not have (e.g. batch_dims with ONNX Gather).
+    #[error("{op}: flavor {flavor} does not support {attribute}={value} ({allowed})")]
+    UnsupportedAttribute {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: Flavor,
+        /// Attribute name.
+        attribute: &'static str,
+        /// The value given.
+        value: i64,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// An input's rank is below the operator's minimum.
+    #[error("{op}: {input} has rank {rank}, but at least {min} is required")]
+    RankTooSmall {
+        /// The operator.
+        op: OpName,
+        /// `data` or `indices`.
+        input: &'static str,
+        /// The rank given.
+        rank: usize,
+        /// The minimum rank.
+        min: usize,
+    },
+    /// `axis` outside `[-rank, rank-1]`.
+    #[error("{op}: axis {axis} is out of range for data of rank {rank} (allowed -{rank}..={max})", max = *rank as i64 - 1)]
+    AxisOutOfRange {
+        /// The operator.
+        op: OpName,
+        /// The axis given.
+        axis: i64,
+        /// The rank of data.
+        rank: usize,
+    },
+    /// `batch_dims` outside its allowed range.
+    #[error("{op}: batch_dims {batch_dims} is out of range (allowed {min}..={max})")]
+    BatchDimsOutOfRange {
+        /// The operator.
+        op: OpName,
+        /// The batch_dims given.
+        batch_dims: i64,
+        /// Smallest allowed value.
+        min: i64,
+        /// Largest allowed value.
+        max: i64,
+    },
+    /// Gather's normalised `batch_dims` exceeds its normalised `axis`.
+    #[error("{op}: batch_dims {batch_dims} must not exceed axis {axis}")]
+    BatchDimsExceedAxis {
+        /// The operator.
+        op: OpName,
+        /// Normalised batch_dims.
+        batch_dims: usize,
+        /// Normalised axis.
+        axis: usize,
+    },
+    /// A leading batch dim differs between data and indices.
+    #[error(
+        "{op}: batch dims mismatch at dim {dim}: data has {data}, indices have {indices} (data {data_shape}, indices {indices_shape})",
+        data_shape = ShapeDisplay(data_shape), indices_shape = ShapeDisplay(indices_shape)
+    )]
+    BatchDimMismatch {
+        /// The operator.
+        op: OpName,
+        /// The dim that differs.
+        dim: usize,
+        /// Its size in data.
+        data: usize,
+        /// Its size in indices.
+        indices: usize,
+        /// Shape of data.
+        data_shape: Vec<usize>,
+        /// Shape of indices.
+        indices_shape: Vec<usize>,
+    },
+    /// GatherND's `indices.shape[-1]` is 0 or greater than `data.rank - batch_dims`.
+    #[error("{op}: indices last dim {depth} must be in 1..={max} (data rank minus batch_dims)")]
+    IndexDepthOutOfRange {
+        /// The operator.
+        op: OpName,
+        /// `indices.shape[-1]`.
+        depth: usize,
+        /// `data.rank - batch_dims`.
+        max: usize,
+    },
+    /// GatherElements: data and indices ranks differ.
+    #[error(
+        "{op}: data has rank {data_rank} but indices have rank {indices_rank}; they must be equal"
+    )]
+    RankMismatch {
+        /// The operator.
+        op: OpName,
+        /// Rank of data.
+        data_rank: usize,
+        /// Rank of indices.
+        indices_rank: usize,
+    },
+    /// GatherElements: a non-axis dim of indices is not allowed for data's.
+    #[error("{op}: indices dim {dim} is {indices} but data's is {data}; it must be {rule}")]
+    DimMismatch {
+        /// The operator.
+        op: OpName,
+        /// The dim.
+        dim: usize,
+        /// Its size in data.
+        data: usize,
+        /// Its size in indices.
+        indices: usize,
+        /// The rule (`equal to data's` or `at most data's`).
+        rule: &'static str,
+    },
+    /// An element count or byte size does not fit the address space.
+    #[error("{what} of shape {shape} has more elements or bytes than fit in memory", shape = ShapeDisplay(shape))]
+    SizeOverflow {
+        /// Which tensor (`data`, `indices`, `output`).
+        what: &'static str,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// An index outside its dimension (after the negative rule), under `OutOfRange::Error`
+    /// (or any index into an empty dimension under `Clamp`).
+    #[error(
+        "{op}: index {value} at position {position} of indices is out of range for data dim {data_dim} of size {dim_size}",
+        position = ShapeDisplay(position)
+    )]
+    IndexOutOfRange {
+        /// The operator.
+        op: OpName,
+        /// Position of the bad index in the indices tensor (one coordinate per indices dim).
+        position: Vec<usize>,
+        /// The index value as stored (widened losslessly).
+        value: i128,
+        /// The data dimension it indexes.
+        data_dim: usize,
+        /// The size of that dimension.
+        dim_size: usize,
+    },
+    /// A buffer or array does not match the kernel's signature.
+    #[error("{what}: expected {expected}, got {actual}")]
+    BufferMismatch {
+        /// Which buffer (`data`, `indices`, `output`).
+        what: &'static str,
+        /// What the signature requires.
+        expected: String,
+        /// What was passed.
+        actual: String,
+    },
+    /// The element type of an array is not the signature's.
+    #[error("{what}: expected element type {expected}, got {actual}")]
+    DTypeMismatch {
+        /// Which array.
+        what: &'static str,
+        /// The signature's type.
+        expected: DType,
+        /// The array's type.
+        actual: DType,
+    },
+    /// The index type of an array is not the signature's.
+    #[error("indices: expected index type {expected}, got {actual}")]
+    IndexTypeMismatch {
+        /// The signature's index type.
+        expected: IndexType,
+        /// The array's type.
+        actual: IndexType,
+    },
+    /// The output could not be allocated.
+    #[error("output of {bytes} bytes could not be allocated")]
+    OutputAllocation {
+        /// Requested size.
+        bytes: usize,
+    },
+    /// Cranelift rejected the generated function (a bug in this crate: please report it).
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+}
+
+impl Error {
+    /// A short stable category, as used by the conformance files' `expect_error`
+    /// (e.g. `index out of bounds`, `batch dims mismatch`, `axis out of range`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::FlavorMismatch { .. } => "flavor mismatch",
+            Error::UnsupportedAttribute { .. } => "unsupported attribute",
+            Error::RankTooSmall { .. } => "rank too small",
+            Error::AxisOutOfRange { .. } => "axis out of range",
+            Error::BatchDimsOutOfRange { .. } | Error::BatchDimsExceedAxis { .. } => {
+                "batch dims out of range"
+            }
+            Error::BatchDimMismatch { .. } => "batch dims mismatch",
+            Error::IndexDepthOutOfRange { .. } => "indices last dim too large",
+            Error::RankMismatch { .. } => "rank mismatch",
+            Error::DimMismatch { .. } => "shape mismatch",
+            Error::SizeOverflow { .. } => "size overflow",
+            Error::IndexOutOfRange { .. } => "index out of bounds",
+            Error::BufferMismatch { .. } => "buffer mismatch",
+            Error::DTypeMismatch { .. } | Error::IndexTypeMismatch { .. } => "type mismatch",
+            Error::OutputAllocation { .. } => "allocation failed",
+            Error::Codegen(_) => "codegen",
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,151 @@
+//! The reference interpreter: the oracle every other path is tested against.
+//!
+//! Written straight from the specs' formulas, one output element at a time, with coordinates
+//! unravelled by hand. It shares nothing with the specialiser or the code generator (only the
+//! validated signature and [`IndexPolicy::resolve`], the one-line index rule), and is slow on
+//! purpose: it is meant to be obviously correct.
+//!
+//! Error order: under [`OutOfRange::Error`] every index is checked, in row-major order of the
+//! indices tensor, before anything is gathered, and the first bad one is reported, whether or
+//! not the output is empty. (Under `Clamp` an index into an empty dimension is reported too.)
+
+use crate::error::{Error, Result};
+use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated};
+
+/// Runs the op of `signature` on native-endian, C-contiguous byte buffers.
+///
+/// # Errors
+/// [`Error::BufferMismatch`] if a buffer's length does not match its shape and type;
+/// [`Error::IndexOutOfRange`] for the first bad index when the policy reports them.
+pub fn interpret(signature: &Validated, data: &[u8], indices: &[u8]) -> Result<Vec<u8>> {
+    let sig = signature.signature();
+    let element = sig.dtype.size();
+    check_len("data", data, signature.data_len() * element)?;
+    check_len(
+        "indices",
+        indices,
+        signature.indices_len() * sig.index_type.size(),
+    )?;
+    check_indices(signature, indices)?;
+
+    let out_shape = signature.output_shape();
+    let mut out = vec![0u8; signature.output_len() * element];
+    let data_shape = &sig.data_shape;
+    let indices_shape = &sig.indices_shape;
+    let policy = sig.policy;
+    let index_at = |coords: &[usize]| sig.index_type.read(indices, ravel(coords, indices_shape));
+
+    for flat in 0..signature.output_len() {
+        let o = unravel(flat, out_shape);
+        // The data coordinates this output element reads, or None for a zero-filled slice.
+        let source: Option<Vec<usize>> = match signature.op() {
+            ResolvedOp::Gather { axis, batch_dims } => {
+                // output[o] = data[o[:axis], indices[o[:b], o[axis..axis+q-b]], o[axis+q-b..]]
+                let q_rest = indices_shape.len() - batch_dims;
+                let index_coords = [&o[..batch_dims], &o[axis..axis + q_rest]].concat();
+                policy
+                    .resolve(index_at(&index_coords), data_shape[axis])
+                    .map(|i| [&o[..axis], &[i], &o[axis + q_rest..]].concat())
+            }
+            ResolvedOp::GatherElements { axis } => {
+                // output[o] = data[o with o[axis] replaced by indices[o]]
+                policy
+                    .resolve(index_at(&o), data_shape[axis])
+                    .map(|i| [&o[..axis], &[i], &o[axis + 1..]].concat())
+            }
+            ResolvedOp::GatherNd {
+                batch_dims,
+                index_depth,
+            } => gather_nd_source(signature, &o, batch_dims, index_depth, &index_at),
+        };
+        if let Some(source) = source {
+            let from = ravel(&source, data_shape) * element;
+            out[flat * element..(flat + 1) * element].copy_from_slice(&data[from..from + element]);
+        }
+    }
+    Ok(out)
+}
+
+/// GatherND: `output[batch, t, s] = data[batch, indices[batch, t, :], s]`.
+fn gather_nd_source(
+    signature: &Validated,
+    o: &[usize],
+    b: usize,
+    depth: usize,
+    index_at: &dyn Fn(&[usize]) -> i128,
+) -> Option<Vec<usize>> {
+    let sig = signature.signature();
+    let indices_shape = &sig.indices_shape;
+    let data_shape = &sig.data_shape;
+    // GatherND-5 flattened the batch dims into one output dim: expand it back.
+    let o: Vec<usize> = if sig.flavor == Flavor::OpenvinoGatherNd5 && b > 0 {
+        [&unravel(o[0], &indices_shape[..b])[..], &o[1..]].concat()
+    } else {
+        o.to_vec()
+    };
+    let tuple_rank = indices_shape.len() - 1; // batch dims + the tuple grid
+    let mut source = o[..b].to_vec();
+    for j in 0..depth {
+        let coords = [&o[..tuple_rank], &[j]].concat();
+        source.push(sig.policy.resolve(index_at(&coords), data_shape[b + j])?);
+    }
+    source.extend_from_slice(&o[tuple_rank..]);
+    Some(source)
+}
+
+/// Checks every index in row-major order; reports the first one the policy rejects.
+fn check_indices(signature: &Validated, indices: &[u8]) -> Result<()> {
+    let sig = signature.signature();
+    if sig.policy.out_of_range == OutOfRange::Zero {
+        return Ok(());
+    }
+    let shape = &sig.indices_shape;
+    for flat in 0..signature.indices_len() {
+        let position = unravel(flat, shape);
+        let data_dim = match signature.op() {
+            ResolvedOp::Gather { axis, .. } | ResolvedOp::GatherElements { axis } => axis,
+            ResolvedOp::GatherNd { batch_dims, .. } => batch_dims + position[shape.len() - 1],
+        };
+        let dim_size = sig.data_shape[data_dim];
+        let value = sig.index_type.read(indices, flat);
+        if sig.policy.resolve(value, dim_size).is_none() {
+            return Err(Error::IndexOutOfRange {
+                op: sig.op.name(),
+                position,
+                value,
+                data_dim,
+                dim_size,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_len(what: &'static str, buffer: &[u8], expected: usize) -> Result<()> {
+    if buffer.len() != expected {
+        return Err(Error::BufferMismatch {
+            what,
+            expected: format!("{expected} bytes"),
+            actual: format!("{} bytes", buffer.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Row-major coordinates of element `flat` of `shape`.
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut coords = vec![0; shape.len()];
+    for (c, &d) in coords.iter_mut().zip(shape).rev() {
+        *c = flat % d;
+        flat /= d;
+    }
+    coords
+}
+
+/// Row-major element offset of `coords` in `shape`.
+fn ravel(coords: &[usize], shape: &[usize]) -> usize {
+    coords
+        .iter()
+        .zip(shape)
+        .fold(0, |acc, (&c, &d)| acc * d + c)
+}

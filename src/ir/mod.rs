@@ -1,0 +1,549 @@
+//! The gather IR: one explicit description of an op signature.
+//!
+//! A [`Signature`] names the op and its attributes, the framework [`Flavor`] whose rules apply,
+//! the [`IndexPolicy`] (negative and out-of-range indices), the element and index types and the
+//! shapes. It is plain data, hashable, and is the key of the kernel cache. [`Signature::validate`]
+//! (in `shape.rs`) is the one function that checks it and infers the output shape.
+
+mod shape;
+
+use std::fmt;
+
+pub use shape::{ResolvedOp, Validated};
+
+/// The gather operator and its attributes, as written by the framework (not yet normalised).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `Gather`: whole slices along `axis`, with `batch_dims` leading dims shared by data and
+    /// indices (OpenVINO Gather-7/8, TensorRT `num_elementwise_dims`; 0 elsewhere).
+    Gather {
+        /// Axis of `data` that the indices select along; negative counts from data's rank.
+        axis: i64,
+        /// Number of leading batch dims; negative counts from the indices' rank (Gather-7/8).
+        batch_dims: i64,
+    },
+    /// `GatherElements`: one element per index along `axis`; the output has the indices' shape.
+    GatherElements {
+        /// Axis of `data` that the indices select along; negative counts from data's rank.
+        axis: i64,
+    },
+    /// `GatherND`: index tuples of length `indices.shape[-1]` select slices of `data`.
+    GatherNd {
+        /// Number of leading batch dims shared by data and indices.
+        batch_dims: i64,
+    },
+}
+
+impl Op {
+    /// The operator's name as the frameworks spell it (`Gather`, `GatherElements`, `GatherND`).
+    pub fn name(&self) -> OpName {
+        match self {
+            Op::Gather { .. } => OpName::Gather,
+            Op::GatherElements { .. } => OpName::GatherElements,
+            Op::GatherNd { .. } => OpName::GatherNd,
+        }
+    }
+}
+
+/// The three operators without their attributes, for messages and dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpName {
+    /// `Gather`.
+    Gather,
+    /// `GatherElements`.
+    GatherElements,
+    /// `GatherND`.
+    GatherNd,
+}
+
+impl fmt::Display for OpName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OpName::Gather => "Gather",
+            OpName::GatherElements => "GatherElements",
+            OpName::GatherNd => "GatherND",
+        })
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Gather { axis, batch_dims } => {
+                write!(f, "Gather(axis={axis}, batch_dims={batch_dims})")
+            }
+            Op::GatherElements { axis } => write!(f, "GatherElements(axis={axis})"),
+            Op::GatherNd { batch_dims } => write!(f, "GatherND(batch_dims={batch_dims})"),
+        }
+    }
+}
+
+/// The framework and operator version whose rules apply. See `docs/semantics.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// ONNX Gather-13, GatherElements-13, GatherND-13.
+    Onnx,
+    /// OpenVINO Gather-1 (no batch_dims).
+    OpenvinoGather1,
+    /// OpenVINO Gather-7 (batch_dims, negative counts from the indices' rank).
+    OpenvinoGather7,
+    /// OpenVINO Gather-8 (as Gather-7; negative indices wrap, out of range gives zeros).
+    OpenvinoGather8,
+    /// OpenVINO GatherND-5 (batch dims flattened into one output dim).
+    OpenvinoGatherNd5,
+    /// OpenVINO GatherND-8 (batch dims kept in the output).
+    OpenvinoGatherNd8,
+    /// OpenVINO GatherElements-6 (non-axis dims must be equal).
+    OpenvinoGatherElements6,
+    /// TensorRT `IGatherLayer`: DEFAULT = Gather, ELEMENT = GatherElements, ND = GatherND;
+    /// `batch_dims` is `num_elementwise_dims`.
+    TensorRt,
+}
+
+impl Flavor {
+    /// Every flavor, in a stable order.
+    pub const ALL: [Flavor; 8] = [
+        Flavor::Onnx,
+        Flavor::OpenvinoGather1,
+        Flavor::OpenvinoGather7,
+        Flavor::OpenvinoGather8,
+        Flavor::OpenvinoGatherNd5,
+        Flavor::OpenvinoGatherNd8,
+        Flavor::OpenvinoGatherElements6,
+        Flavor::TensorRt,
+    ];
+
+    /// The flavor's name as used by the CLI and the conformance files (e.g. `openvino-gather8`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Onnx => "onnx",
+            Flavor::OpenvinoGather1 => "openvino-gather1",
+            Flavor::OpenvinoGather7 => "openvino-gather7",
+            Flavor::OpenvinoGather8 => "openvino-gather8",
+            Flavor::OpenvinoGatherNd5 => "openvino-gathernd5",
+            Flavor::OpenvinoGatherNd8 => "openvino-gathernd8",
+            Flavor::OpenvinoGatherElements6 => "openvino-gatherelements6",
+            Flavor::TensorRt => "tensorrt",
+        }
+    }
+
+    /// Parses a flavor name (the inverse of [`Flavor::name`]).
+    pub fn from_name(name: &str) -> Option<Flavor> {
+        Flavor::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Whether this flavor defines `op` (an OpenVINO flavor names one operator version).
+    pub fn supports(self, op: OpName) -> bool {
+        match self {
+            Flavor::Onnx | Flavor::TensorRt => true,
+            Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => {
+                op == OpName::Gather
+            }
+            Flavor::OpenvinoGatherNd5 | Flavor::OpenvinoGatherNd8 => op == OpName::GatherNd,
+            Flavor::OpenvinoGatherElements6 => op == OpName::GatherElements,
+        }
+    }
+
+    /// The index policy the framework's reference implementation applies.
+    ///
+    /// Where a spec and the reference disagree, this follows the reference (see
+    /// `docs/semantics.md`): OpenVINO's Gather kernel, shared by versions 1, 7 and 8, wraps
+    /// negatives and zero-fills out-of-range slices; its GatherND wraps negatives.
+    pub fn default_policy(self) -> IndexPolicy {
+        use NegativeIndices::*;
+        use OutOfRange::*;
+        let (negative, out_of_range) = match self {
+            Flavor::Onnx => (Wrap, Error),
+            Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => {
+                (Wrap, Zero)
+            }
+            Flavor::OpenvinoGatherNd5 | Flavor::OpenvinoGatherNd8 => (Wrap, Error),
+            Flavor::OpenvinoGatherElements6 => (Wrap, Error),
+            Flavor::TensorRt => (Invalid, Error),
+        };
+        IndexPolicy {
+            negative,
+            out_of_range,
+        }
+    }
+}
+
+impl fmt::Display for Flavor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a negative index means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NegativeIndices {
+    /// `i` in `[-s, -1]` means `i + s` (s = the size of the dimension it indexes); below `-s`
+    /// it is out of range.
+    Wrap,
+    /// Every negative index is out of range.
+    Invalid,
+}
+
+/// What an out-of-range index does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutOfRange {
+    /// The call fails, reporting the position in the indices tensor and the value of the first
+    /// bad index (in row-major order of the indices).
+    Error,
+    /// The slice (GatherND: the whole tuple's slice; GatherElements: the element) becomes zeros.
+    Zero,
+    /// The index is clamped to `[0, s-1]` (XLA's rule); an index into an empty dimension is
+    /// still an error, as there is nothing to clamp to.
+    Clamp,
+}
+
+/// How indices are interpreted: explicit in the IR, chosen by the flavor by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IndexPolicy {
+    /// What a negative index means.
+    pub negative: NegativeIndices,
+    /// What an index outside the dimension does.
+    pub out_of_range: OutOfRange,
+}
+
+impl IndexPolicy {
+    /// Applies the policy to one index value `raw` into a dimension of size `dim`.
+    ///
+    /// Returns `Some(i)` with `0 <= i < dim` for the element to read, or `None` when the slice
+    /// is bad: the caller zero-fills under [`OutOfRange::Zero`] and reports an error otherwise.
+    pub fn resolve(self, raw: i128, dim: usize) -> Option<usize> {
+        let dim = dim as i128;
+        let normalised = if raw < 0 && self.negative == NegativeIndices::Wrap {
+            raw + dim
+        } else {
+            raw
+        };
+        if (0..dim).contains(&normalised) {
+            return Some(normalised as usize);
+        }
+        match self.out_of_range {
+            OutOfRange::Clamp if dim > 0 => Some(normalised.clamp(0, dim - 1) as usize),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for IndexPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let negative = match self.negative {
+            NegativeIndices::Wrap => "wrap",
+            NegativeIndices::Invalid => "invalid",
+        };
+        let oob = match self.out_of_range {
+            OutOfRange::Error => "error",
+            OutOfRange::Zero => "zero",
+            OutOfRange::Clamp => "clamp",
+        };
+        write!(f, "negative={negative}, oob={oob}")
+    }
+}
+
+/// Element type of `data` (and of the output). Gather moves bytes: only the size reaches the
+/// generated code; the type is kept for the typed API and messages. Strings are not supported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs, reason = "the variants are the type names")]
+pub enum DType {
+    F16,
+    Bf16,
+    F32,
+    F64,
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    Bool,
+}
+
+impl DType {
+    /// Every element type.
+    pub const ALL: [DType; 13] = [
+        DType::F16,
+        DType::Bf16,
+        DType::F32,
+        DType::F64,
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::Bool,
+    ];
+
+    /// Size of one element in bytes (1, 2, 4 or 8).
+    pub fn size(self) -> usize {
+        match self {
+            DType::I8 | DType::U8 | DType::Bool => 1,
+            DType::F16 | DType::Bf16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    /// Short name (`f32`, `bf16`, `bool`, ...), as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::Bf16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+            DType::Bool => "bool",
+        }
+    }
+
+    /// Parses a short name (`f32`) or an ONNX-style long name (`float32`, `int64`, `bfloat16`).
+    pub fn from_name(name: &str) -> Option<DType> {
+        let long = match name {
+            "float16" => "f16",
+            "bfloat16" => "bf16",
+            "float32" | "float" => "f32",
+            "float64" | "double" => "f64",
+            "int8" => "i8",
+            "uint8" => "u8",
+            "int16" => "i16",
+            "uint16" => "u16",
+            "int32" => "i32",
+            "uint32" => "u32",
+            "int64" => "i64",
+            "uint64" => "u64",
+            other => other,
+        };
+        DType::ALL.into_iter().find(|d| d.name() == long)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Integer type of the indices (every type OpenVINO allows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs, reason = "the variants are the type names")]
+pub enum IndexType {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+}
+
+impl IndexType {
+    /// Every index type.
+    pub const ALL: [IndexType; 8] = [
+        IndexType::I8,
+        IndexType::U8,
+        IndexType::I16,
+        IndexType::U16,
+        IndexType::I32,
+        IndexType::U32,
+        IndexType::I64,
+        IndexType::U64,
+    ];
+
+    /// Size of one index in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            IndexType::I8 | IndexType::U8 => 1,
+            IndexType::I16 | IndexType::U16 => 2,
+            IndexType::I32 | IndexType::U32 => 4,
+            IndexType::I64 | IndexType::U64 => 8,
+        }
+    }
+
+    /// Whether the type is signed (negative values exist).
+    pub fn is_signed(self) -> bool {
+        matches!(
+            self,
+            IndexType::I8 | IndexType::I16 | IndexType::I32 | IndexType::I64
+        )
+    }
+
+    /// Short name (`i64`, `u8`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexType::I8 => "i8",
+            IndexType::U8 => "u8",
+            IndexType::I16 => "i16",
+            IndexType::U16 => "u16",
+            IndexType::I32 => "i32",
+            IndexType::U32 => "u32",
+            IndexType::I64 => "i64",
+            IndexType::U64 => "u64",
+        }
+    }
+
+    /// Parses a short (`i64`) or long (`int64`) name.
+    pub fn from_name(name: &str) -> Option<IndexType> {
+        let short = DType::from_name(name)?.name();
+        IndexType::ALL.into_iter().find(|t| t.name() == short)
+    }
+
+    /// Reads the index at element position `i` of a native-endian buffer, widened losslessly.
+    ///
+    /// # Panics
+    /// If `bytes` is shorter than `(i + 1) * self.size()`.
+    pub fn read(self, bytes: &[u8], i: usize) -> i128 {
+        let size = self.size();
+        let b = &bytes[i * size..(i + 1) * size];
+        match self {
+            IndexType::I8 => i8::from_ne_bytes([b[0]]) as i128,
+            IndexType::U8 => b[0] as i128,
+            IndexType::I16 => i16::from_ne_bytes([b[0], b[1]]) as i128,
+            IndexType::U16 => u16::from_ne_bytes([b[0], b[1]]) as i128,
+            IndexType::I32 => i32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as i128,
+            IndexType::U32 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as i128,
+            IndexType::I64 => i64::from_ne_bytes(b.try_into().expect("8 bytes")) as i128,
+            IndexType::U64 => u64::from_ne_bytes(b.try_into().expect("8 bytes")) as i128,
+        }
+    }
+}
+
+impl fmt::Display for IndexType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A complete gather op signature: everything that decides the generated code.
+///
+/// Buffers are C-contiguous (row-major) and native-endian. Build one with
+/// [`Signature::gather`], [`Signature::gather_elements`] or [`Signature::gather_nd`], then adjust
+/// with the `with_*` methods; the policy starts as the flavor's default.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// The operator and its raw attributes.
+    pub op: Op,
+    /// Whose rules apply.
+    pub flavor: Flavor,
+    /// Negative and out-of-range index handling.
+    pub policy: IndexPolicy,
+    /// Element type of data and output.
+    pub dtype: DType,
+    /// Integer type of the indices.
+    pub index_type: IndexType,
+    /// Shape of `data`.
+    pub data_shape: Vec<usize>,
+    /// Shape of `indices`.
+    pub indices_shape: Vec<usize>,
+}
+
+impl Signature {
+    /// A signature for `op` with ONNX rules, `f32` data and `i64` indices.
+    pub fn new(op: Op, data_shape: &[usize], indices_shape: &[usize]) -> Signature {
+        Signature {
+            op,
+            flavor: Flavor::Onnx,
+            policy: Flavor::Onnx.default_policy(),
+            dtype: DType::F32,
+            index_type: IndexType::I64,
+            data_shape: data_shape.to_vec(),
+            indices_shape: indices_shape.to_vec(),
+        }
+    }
+
+    /// `Gather` along `axis` with `batch_dims` (ONNX rules, f32, i64 indices).
+    pub fn gather(
+        data_shape: &[usize],
+        indices_shape: &[usize],
+        axis: i64,
+        batch_dims: i64,
+    ) -> Signature {
+        Signature::new(Op::Gather { axis, batch_dims }, data_shape, indices_shape)
+    }
+
+    /// `GatherElements` along `axis` (ONNX rules, f32, i64 indices).
+    pub fn gather_elements(data_shape: &[usize], indices_shape: &[usize], axis: i64) -> Signature {
+        Signature::new(Op::GatherElements { axis }, data_shape, indices_shape)
+    }
+
+    /// `GatherND` with `batch_dims` (ONNX rules, f32, i64 indices).
+    pub fn gather_nd(data_shape: &[usize], indices_shape: &[usize], batch_dims: i64) -> Signature {
+        Signature::new(Op::GatherNd { batch_dims }, data_shape, indices_shape)
+    }
+
+    /// Sets the flavor and resets the policy to that flavor's default.
+    pub fn with_flavor(mut self, flavor: Flavor) -> Signature {
+        self.flavor = flavor;
+        self.policy = flavor.default_policy();
+        self
+    }
+
+    /// Overrides the index policy.
+    pub fn with_policy(mut self, policy: IndexPolicy) -> Signature {
+        self.policy = policy;
+        self
+    }
+
+    /// Overrides what negative indices mean.
+    pub fn with_negative(mut self, negative: NegativeIndices) -> Signature {
+        self.policy.negative = negative;
+        self
+    }
+
+    /// Overrides what out-of-range indices do.
+    pub fn with_out_of_range(mut self, out_of_range: OutOfRange) -> Signature {
+        self.policy.out_of_range = out_of_range;
+        self
+    }
+
+    /// Sets the element type.
+    pub fn with_dtype(mut self, dtype: DType) -> Signature {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Sets the index type.
+    pub fn with_index_type(mut self, index_type: IndexType) -> Signature {
+        self.index_type = index_type;
+        self
+    }
+}
+
+/// Writes a shape as `[2, 3, 4]`.
+pub(crate) struct ShapeDisplay<'a>(pub &'a [usize]);
+
+impl fmt::Display for ShapeDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} [{}] data {}:{} indices {}:{} ({})",
+            self.op,
+            self.flavor,
+            ShapeDisplay(&self.data_shape),
+            self.dtype,
+            ShapeDisplay(&self.indices_shape),
+            self.index_type,
+            self.policy
+        )
+    }
+}
