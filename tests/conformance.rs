@@ -1,0 +1,428 @@
+//! Runs every conformance vector in `tests/conformance/**.json` (format: its `README.md`).
+//!
+//! [`run_all`] is reusable: it takes the function under test (the interpreter here, the JIT
+//! elsewhere), so every path is held to the same vectors. A case checks the output bytes
+//! exactly and the output shape, or the error category of an `expect_error` case, or only the
+//! inferred shape (or error) of a shape-only case.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use gather_jit::{DType, Flavor, IndexType, Op, Signature, Validated};
+use serde_json::Value;
+
+/// The function under test: validated signature, data bytes, indices bytes -> output bytes.
+pub type Runner<'a> = &'a dyn Fn(&Validated, &[u8], &[u8]) -> gather_jit::Result<Vec<u8>>;
+
+/// Every `*.json` file under `tests/conformance/`, recursively, sorted by path.
+pub fn case_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let entries =
+            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "json") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+}
+
+/// Runs every conformance case through `runner`; returns the number of cases run.
+///
+/// # Panics
+/// On the first case whose output, shape or error category differs, naming the case.
+pub fn run_all(runner: Runner<'_>) -> usize {
+    let files = case_files();
+    for path in &files {
+        run_file(path, runner);
+    }
+    files.len()
+}
+
+/// Runs one case file through `runner`.
+///
+/// # Panics
+/// If the file is malformed or the case fails, with the case name in the message.
+pub fn run_file(path: &Path, runner: Runner<'_>) {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let case: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
+    let name = format!(
+        "{}/{}",
+        case["suite"].as_str().unwrap_or("?"),
+        case["name"].as_str().unwrap_or("?")
+    );
+    run_case(&name, &case, runner);
+}
+
+fn run_case(name: &str, case: &Value, runner: Runner<'_>) {
+    let signature = signature_of(name, case);
+    let expect_error = case.get("expect_error").map(|e| {
+        e.as_str()
+            .unwrap_or_else(|| panic!("{name}: expect_error must be a string"))
+    });
+    let validated = match (signature.validate(), expect_error) {
+        (Ok(v), _) => v,
+        (Err(e), Some(category)) => {
+            assert_eq!(
+                e.category(),
+                category,
+                "{name}: wrong error category (error: {e})"
+            );
+            return;
+        }
+        (Err(e), None) => panic!("{name}: validation failed: {e}"),
+    };
+
+    let data = &case["data"];
+    let indices = &case["indices"];
+    let has_values = data.get("values").is_some() && indices.get("values").is_some();
+    if !has_values {
+        // Shape-only case: the validated shape, or the error, is all there is to check.
+        match expect_error {
+            Some(category) => panic!(
+                "{name}: expected a {category:?} error, but {signature} validated with output shape {:?}",
+                validated.output_shape()
+            ),
+            None => {
+                let expected = shape_of(name, &case["expected"]);
+                assert_eq!(
+                    validated.output_shape(),
+                    &expected[..],
+                    "{name}: inferred output shape"
+                );
+            }
+        }
+        return;
+    }
+
+    let data_bytes = encode_data(name, signature.dtype, &data["values"]);
+    let indices_bytes = encode_indices(name, signature.index_type, &indices["values"]);
+    let result = runner(&validated, &data_bytes, &indices_bytes);
+    match (result, expect_error) {
+        (Err(e), Some(category)) => {
+            assert_eq!(
+                e.category(),
+                category,
+                "{name}: wrong error category (error: {e})"
+            );
+        }
+        (Ok(out), Some(category)) => {
+            panic!(
+                "{name}: expected a {category:?} error, got {} output bytes",
+                out.len()
+            )
+        }
+        (Err(e), None) => panic!("{name}: unexpected error: {e}"),
+        (Ok(out), None) => {
+            let expected = &case["expected"];
+            let expected_dtype = dtype_of(name, expected);
+            assert_eq!(
+                expected_dtype, signature.dtype,
+                "{name}: expected dtype differs from data's"
+            );
+            let expected_shape = shape_of(name, expected);
+            assert_eq!(
+                validated.output_shape(),
+                &expected_shape[..],
+                "{name}: output shape"
+            );
+            let expected_bytes = encode_data(name, expected_dtype, &expected["values"]);
+            assert_eq!(
+                expected_bytes.len(),
+                expected_shape.iter().product::<usize>() * expected_dtype.size(),
+                "{name}: the file's expected values do not fill its expected shape"
+            );
+            assert!(
+                out == expected_bytes,
+                "{name}: output bytes differ\n  got      {out:?}\n  expected {expected_bytes:?}"
+            );
+        }
+    }
+}
+
+/// Builds the signature a case describes (flavor, op and attributes, types, shapes); the
+/// policy is the flavor's default.
+fn signature_of(name: &str, case: &Value) -> Signature {
+    let flavor_name = str_field(name, case, "flavor");
+    let flavor = Flavor::from_name(flavor_name)
+        .unwrap_or_else(|| panic!("{name}: unknown flavor {flavor_name:?}"));
+    let attrs = &case["attrs"];
+    let attr = |key: &str| -> i64 {
+        match attrs.get(key) {
+            None => 0,
+            Some(v) => v
+                .as_i64()
+                .unwrap_or_else(|| panic!("{name}: attribute {key} is not an integer: {v}")),
+        }
+    };
+    let op = match str_field(name, case, "op") {
+        "Gather" => Op::Gather {
+            axis: attr("axis"),
+            batch_dims: attr("batch_dims"),
+        },
+        "GatherElements" => Op::GatherElements { axis: attr("axis") },
+        "GatherND" => Op::GatherNd {
+            batch_dims: attr("batch_dims"),
+        },
+        other => panic!("{name}: unknown op {other:?}"),
+    };
+    let index_type_name = str_field(name, &case["indices"], "dtype");
+    let index_type = IndexType::from_name(index_type_name)
+        .unwrap_or_else(|| panic!("{name}: unsupported index type {index_type_name:?}"));
+    Signature::new(
+        op,
+        &shape_of(name, &case["data"]),
+        &shape_of(name, &case["indices"]),
+    )
+    .with_flavor(flavor)
+    .with_dtype(dtype_of(name, &case["data"]))
+    .with_index_type(index_type)
+}
+
+fn str_field<'a>(name: &str, value: &'a Value, key: &str) -> &'a str {
+    value[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name}: missing string field {key:?}"))
+}
+
+fn dtype_of(name: &str, tensor: &Value) -> DType {
+    let dtype = str_field(name, tensor, "dtype");
+    DType::from_name(dtype).unwrap_or_else(|| panic!("{name}: unsupported dtype {dtype:?}"))
+}
+
+fn shape_of(name: &str, tensor: &Value) -> Vec<usize> {
+    tensor["shape"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: missing shape"))
+        .iter()
+        .map(|d| {
+            d.as_u64()
+                .and_then(|d| usize::try_from(d).ok())
+                .unwrap_or_else(|| panic!("{name}: bad dim {d}"))
+        })
+        .collect()
+}
+
+fn values_of<'a>(name: &str, values: &'a Value) -> &'a [Value] {
+    values
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: values must be an array"))
+}
+
+/// Encodes JSON values as native-endian elements of `dtype`; every conversion must be exact.
+fn encode_data(name: &str, dtype: DType, values: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values_of(name, values) {
+        let inexact = || -> ! { panic!("{name}: {v} is not an exact {dtype} value") };
+        let float = v.as_f64();
+        let int = v
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| v.as_u64().map(i128::from));
+        macro_rules! push_int {
+            ($t:ty) => {{
+                let x = int.and_then(|i| <$t>::try_from(i).ok());
+                out.extend_from_slice(&x.unwrap_or_else(|| inexact()).to_ne_bytes())
+            }};
+        }
+        macro_rules! push_float {
+            ($x:expr) => {{
+                let f = float.unwrap_or_else(|| inexact());
+                let x = $x(f);
+                if f64::from(x) != f {
+                    inexact();
+                }
+                out.extend_from_slice(&x.to_ne_bytes())
+            }};
+        }
+        match dtype {
+            DType::F16 => push_float!(half::f16::from_f64),
+            DType::Bf16 => push_float!(half::bf16::from_f64),
+            DType::F32 => push_float!(|f: f64| f as f32),
+            DType::F64 => push_float!(|f: f64| f),
+            DType::I8 => push_int!(i8),
+            DType::U8 => push_int!(u8),
+            DType::I16 => push_int!(i16),
+            DType::U16 => push_int!(u16),
+            DType::I32 => push_int!(i32),
+            DType::U32 => push_int!(u32),
+            DType::I64 => push_int!(i64),
+            DType::U64 => push_int!(u64),
+            DType::Bool => out.push(u8::from(v.as_bool().unwrap_or_else(|| inexact()))),
+        }
+    }
+    out
+}
+
+/// Encodes JSON integers as native-endian indices of `index_type`; every value must fit.
+fn encode_indices(name: &str, index_type: IndexType, values: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in values_of(name, values) {
+        let value = v
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| v.as_u64().map(i128::from))
+            .unwrap_or_else(|| panic!("{name}: index {v} is not an integer"));
+        macro_rules! push {
+            ($t:ty) => {{
+                let x = <$t>::try_from(value)
+                    .unwrap_or_else(|_| panic!("{name}: index {value} does not fit {index_type}"));
+                out.extend_from_slice(&x.to_ne_bytes())
+            }};
+        }
+        match index_type {
+            IndexType::I8 => push!(i8),
+            IndexType::U8 => push!(u8),
+            IndexType::I16 => push!(i16),
+            IndexType::U16 => push!(u16),
+            IndexType::I32 => push!(i32),
+            IndexType::U32 => push!(u32),
+            IndexType::I64 => push!(i64),
+            IndexType::U64 => push!(u64),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_conformance_case_passes_the_interpreter() {
+    let files = case_files();
+    assert!(
+        files.len() >= 15,
+        "expected at least 15 conformance files, found {}",
+        files.len()
+    );
+    let ran = run_all(&gather_jit::interp::interpret);
+    assert_eq!(ran, files.len(), "every conformance file must run");
+    // Written to stderr directly so that the count shows even though the harness captures
+    // `println!`/`eprintln!` of passing tests.
+    let _ = writeln!(std::io::stderr(), "conformance: {ran} cases passed");
+}
+
+/// The runner really compares: a runner that flips one output byte must be caught.
+#[test]
+#[should_panic(expected = "output bytes differ")]
+fn run_all_catches_a_wrong_byte() {
+    run_all(&|v, d, i| {
+        let mut out = gather_jit::interp::interpret(v, d, i)?;
+        if let Some(b) = out.first_mut() {
+            *b ^= 1;
+        }
+        Ok(out)
+    });
+}
+
+// The harness's other paths, on inline cases (the shipped files are all value cases).
+
+fn run_inline(case: Value) {
+    let name = case["name"].as_str().unwrap_or("inline").to_string();
+    run_case(&name, &case, &gather_jit::interp::interpret);
+}
+
+#[test]
+fn harness_checks_an_expected_run_time_error() {
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "oob", "op": "Gather", "flavor": "onnx",
+        "attrs": {"axis": 0, "batch_dims": 0},
+        "data": {"dtype": "int32", "shape": [3], "values": [1, 2, 3]},
+        "indices": {"dtype": "int64", "shape": [1], "values": [3]},
+        "expect_error": "index out of bounds"
+    }));
+}
+
+#[test]
+#[should_panic(expected = "wrong error category")]
+fn harness_rejects_a_wrong_error_category() {
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "oob", "op": "Gather", "flavor": "onnx",
+        "attrs": {"axis": 0, "batch_dims": 0},
+        "data": {"dtype": "int32", "shape": [3], "values": [1, 2, 3]},
+        "indices": {"dtype": "int64", "shape": [1], "values": [3]},
+        "expect_error": "axis out of range"
+    }));
+}
+
+#[test]
+fn harness_checks_a_shape_only_case_and_a_validation_error() {
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "shape", "op": "GatherND", "flavor": "openvino-gathernd5",
+        "attrs": {"batch_dims": 2},
+        "data": {"dtype": "float16", "shape": [30, 2, 100, 35]},
+        "indices": {"dtype": "uint8", "shape": [30, 2, 3, 1]},
+        "expected": {"dtype": "float16", "shape": [60, 3, 35]}
+    }));
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "mismatch", "op": "GatherND", "flavor": "onnx",
+        "attrs": {"batch_dims": 1},
+        "data": {"dtype": "bool", "shape": [2, 3]},
+        "indices": {"dtype": "int32", "shape": [3, 1]},
+        "expect_error": "batch dims mismatch"
+    }));
+}
+
+#[test]
+#[should_panic(expected = "inferred output shape")]
+fn harness_rejects_a_wrong_shape() {
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "shape", "op": "GatherND", "flavor": "openvino-gathernd8",
+        "attrs": {"batch_dims": 2},
+        "data": {"dtype": "float32", "shape": [30, 2, 100, 35]},
+        "indices": {"dtype": "int64", "shape": [30, 2, 3, 1]},
+        "expected": {"dtype": "float32", "shape": [60, 3, 35]}
+    }));
+}
+
+#[test]
+fn harness_encodes_half_bool_and_wide_integers() {
+    // float16 and bfloat16 values exact in their type; bool; u64 above i64::MAX.
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "f16", "op": "GatherElements", "flavor": "onnx",
+        "attrs": {"axis": 0},
+        "data": {"dtype": "float16", "shape": [3], "values": [0.5, -1.25, 65504.0]},
+        "indices": {"dtype": "int8", "shape": [2], "values": [-1, 0]},
+        "expected": {"dtype": "float16", "shape": [2], "values": [65504.0, 0.5]}
+    }));
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "bf16", "op": "Gather", "flavor": "openvino-gather8",
+        "attrs": {"axis": 0, "batch_dims": 0},
+        "data": {"dtype": "bfloat16", "shape": [2], "values": [-1.901475900342344e30, -0.0078125]},
+        "indices": {"dtype": "uint16", "shape": [3], "values": [1, 7, 0]},
+        "expected": {"dtype": "bfloat16", "shape": [3], "values": [-0.0078125, 0.0, -1.901475900342344e30]}
+    }));
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "bool", "op": "Gather", "flavor": "onnx",
+        "attrs": {"axis": 0, "batch_dims": 0},
+        "data": {"dtype": "bool", "shape": [2], "values": [true, false]},
+        "indices": {"dtype": "uint64", "shape": [2], "values": [1, 0]},
+        "expected": {"dtype": "bool", "shape": [2], "values": [false, true]}
+    }));
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "u64", "op": "Gather", "flavor": "onnx",
+        "attrs": {"axis": 0, "batch_dims": 0},
+        "data": {"dtype": "uint64", "shape": [2], "values": [18446744073709551615u64, 1]},
+        "indices": {"dtype": "uint64", "shape": [1], "values": [18446744073709551615u64]},
+        "expect_error": "index out of bounds"
+    }));
+}
+
+#[test]
+#[should_panic(expected = "is not an exact f16 value")]
+fn harness_rejects_an_inexact_half_value() {
+    run_inline(serde_json::json!({
+        "suite": "inline", "name": "f16", "op": "GatherElements", "flavor": "onnx",
+        "attrs": {"axis": 0},
+        "data": {"dtype": "float16", "shape": [1], "values": [0.1]},
+        "indices": {"dtype": "int8", "shape": [1], "values": [0]},
+        "expected": {"dtype": "float16", "shape": [1], "values": [0.1]}
+    }));
+}

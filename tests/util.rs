@@ -1,0 +1,50 @@
+//! Small helpers shared by the test modules: typed values to native-endian bytes and back.
+
+use gather_jit::IndexType;
+
+/// Native-endian bytes of `indices` stored as `index_type`.
+///
+/// # Panics
+/// If a value does not fit `index_type`.
+pub fn index_bytes(index_type: IndexType, indices: &[i64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(indices.len() * index_type.size());
+    for &i in indices {
+        macro_rules! push {
+            ($t:ty) => {{
+                let x = <$t>::try_from(i)
+                    .unwrap_or_else(|_| panic!("index {i} does not fit {index_type}"));
+                out.extend_from_slice(&x.to_ne_bytes())
+            }};
+        }
+        match index_type {
+            IndexType::I8 => push!(i8),
+            IndexType::U8 => push!(u8),
+            IndexType::I16 => push!(i16),
+            IndexType::U16 => push!(u16),
+            IndexType::I32 => push!(i32),
+            IndexType::U32 => push!(u32),
+            IndexType::I64 => push!(i64),
+            IndexType::U64 => push!(u64),
+        }
+    }
+    out
+}
+
+/// Native-endian bytes of `i32` values.
+pub fn i32_bytes(values: &[i32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+/// Native-endian bytes of `f32` values.
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_ne_bytes()).collect()
+}
+
+/// Decodes native-endian `i32` values.
+pub fn i32_values(bytes: &[u8]) -> Vec<i32> {
+    assert_eq!(bytes.len() % 4, 0, "not a whole number of i32");
+    bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_ne_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
