@@ -10,7 +10,7 @@
 //! not the output is empty. (Under `Clamp` an index into an empty dimension is reported too.)
 
 use crate::error::{Error, Result};
-use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated};
+use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated, unravel};
 
 /// Runs the op of `signature` on native-endian, C-contiguous byte buffers.
 ///
@@ -102,10 +102,7 @@ fn check_indices(signature: &Validated, indices: &[u8]) -> Result<()> {
     let shape = &sig.indices_shape;
     for flat in 0..signature.indices_len() {
         let position = unravel(flat, shape);
-        let data_dim = match signature.op() {
-            ResolvedOp::Gather { axis, .. } | ResolvedOp::GatherElements { axis } => axis,
-            ResolvedOp::GatherNd { batch_dims, .. } => batch_dims + position[shape.len() - 1],
-        };
+        let data_dim = signature.indexed_data_dim(&position);
         let dim_size = sig.data_shape[data_dim];
         let value = sig.index_type.read(indices, flat);
         if sig.policy.resolve(value, dim_size).is_none() {
@@ -130,16 +127,6 @@ fn check_len(what: &'static str, buffer: &[u8], expected: usize) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// Row-major coordinates of element `flat` of `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut coords = vec![0; shape.len()];
-    for (c, &d) in coords.iter_mut().zip(shape).rev() {
-        *c = flat % d;
-        flat /= d;
-    }
-    coords
 }
 
 /// Row-major element offset of `coords` in `shape`.

@@ -547,3 +547,13 @@ impl fmt::Display for Signature {
         )
     }
 }
+
+/// Row-major coordinates of element `flat` of `shape`.
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut coords = vec![0; shape.len()];
+    for (c, &d) in coords.iter_mut().zip(shape).rev() {
+        *c = flat % d;
+        flat /= d;
+    }
+    coords
+}

@@ -56,6 +56,15 @@ impl Validated {
         &self.output_shape
     }
 
+    /// The data dimension indexed by the index at `position` of the indices tensor: `axis`
+    /// for Gather and GatherElements, `batch_dims + position[-1]` for GatherND.
+    pub fn indexed_data_dim(&self, position: &[usize]) -> usize {
+        match self.op {
+            ResolvedOp::Gather { axis, .. } | ResolvedOp::GatherElements { axis } => axis,
+            ResolvedOp::GatherNd { batch_dims, .. } => batch_dims + position[position.len() - 1],
+        }
+    }
+
     /// Number of elements of data.
     pub fn data_len(&self) -> usize {
         self.signature.data_shape.iter().product()

@@ -1,0 +1,363 @@
+//! Lowering a [`Plan`] to a CLIF function: the loop nest, index checks and slice copies.
+//!
+//! The function has the C signature of [`super::KernelFn`]:
+//! `(data, indices, output, start, end, bad_index) -> status`. It walks iterations
+//! `start..end` of the outermost loop; every other extent, stride and dimension is an
+//! immediate. Status 0 is success; status 1 means an index was rejected and its element
+//! position in the indices buffer was stored to `*bad_index`.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{I8X16, I16, I32, I64};
+use cranelift_codegen::ir::{
+    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+
+use crate::ir::{IndexType, NegativeIndices, OutOfRange};
+use crate::specialize::{Coordinate, Plan};
+
+/// Slices up to this many bytes are copied with unrolled 16-byte moves; larger ones call
+/// `memcpy`. Chosen by measurement (see `docs/performance.md`).
+pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;
+
+/// The CLIF signature every kernel has.
+pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(pointer)); // data, indices, output
+    }
+    sig.params.push(AbiParam::new(I64)); // start
+    sig.params.push(AbiParam::new(I64)); // end
+    sig.params.push(AbiParam::new(pointer)); // bad_index out-parameter
+    sig.returns.push(AbiParam::new(I32));
+    sig
+}
+
+/// Memory flags for every access: the plan proves each address in bounds (so no trap), and
+/// the caller's buffers need not be aligned (so not `aligned`).
+fn flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// Builds the body of `func` from `plan`.
+pub(crate) fn lower(
+    plan: &Plan,
+    func: &mut Function,
+    builder_context: &mut FunctionBuilderContext,
+    config: TargetFrontendConfig,
+) {
+    let mut builder = FunctionBuilder::new(func, builder_context);
+    let entry = builder.create_block();
+    builder.append_block_params_for_function_params(entry);
+    builder.switch_to_block(entry);
+    // The entry block has no predecessors.
+    builder.seal_block(entry);
+    let params = builder.block_params(entry).to_vec();
+    let [data, indices, output, start, end, bad_index] = params[..] else {
+        unreachable!("kernel_signature has six parameters")
+    };
+
+    // The one exit for a rejected index: store its element position, return 1.
+    let reject = builder.create_block();
+    builder.append_block_param(reject, I64); // tuple pointer
+    builder.append_block_param(reject, I64); // coordinate within the tuple
+
+    let lowering = Lowering {
+        plan,
+        config,
+        pointer: config.pointer_type(),
+        reject,
+    };
+    let outer = plan.loops[0];
+    let d0 = lowering.advance(&mut builder, data, start, outer.data_stride);
+    let x0 = lowering.advance(&mut builder, indices, start, outer.indices_stride);
+    let o0 = lowering.advance(&mut builder, output, start, outer.output_stride);
+    lowering.emit_loop(&mut builder, 0, start, end, [d0, x0, o0]);
+    let ok = builder.ins().iconst(I32, 0);
+    builder.ins().return_(&[ok]);
+
+    builder.switch_to_block(reject);
+    // Every branch to `reject` has been emitted by now.
+    builder.seal_block(reject);
+    let tuple = builder.block_params(reject)[0];
+    let coordinate = builder.block_params(reject)[1];
+    let byte_offset = builder.ins().isub(tuple, indices);
+    let shift = plan.index_type.size().trailing_zeros() as i64;
+    let element = builder.ins().ushr_imm_u(byte_offset, shift);
+    let position = builder.ins().iadd(element, coordinate);
+    builder.ins().store(flags(), position, bad_index, 0);
+    let status = builder.ins().iconst(I32, 1);
+    builder.ins().return_(&[status]);
+    builder.finalize(config);
+}
+
+struct Lowering<'a> {
+    plan: &'a Plan,
+    config: TargetFrontendConfig,
+    pointer: Type,
+    reject: Block,
+}
+
+impl Lowering<'_> {
+    /// `base + count * stride`, folding a zero stride away.
+    fn advance(&self, b: &mut FunctionBuilder, base: Value, count: Value, stride: u64) -> Value {
+        if stride == 0 {
+            return base;
+        }
+        let bytes = b.ins().imul_imm_u(count, stride as i64);
+        b.ins().iadd(base, bytes)
+    }
+
+    /// Emits loop `depth` over `i in from..to` as a rotated loop (one test before, one at the
+    /// bottom), carrying the data, indices and output pointers as block parameters. Leaves the
+    /// builder in the loop's exit block.
+    fn emit_loop(
+        &self,
+        b: &mut FunctionBuilder,
+        depth: usize,
+        from: Value,
+        to: Value,
+        pointers: [Value; 3],
+    ) {
+        let spec = self.plan.loops[depth];
+        let body = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(body, I64);
+        for _ in 0..3 {
+            b.append_block_param(body, self.pointer);
+        }
+        let enter = b.ins().icmp(IntCC::UnsignedLessThan, from, to);
+        let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
+        b.ins().brif(enter, body, &args, exit, &[]);
+
+        b.switch_to_block(body);
+        let p = b.block_params(body).to_vec();
+        let (i, data, indices, output) = (p[0], p[1], p[2], p[3]);
+        if depth + 1 < self.plan.loops.len() {
+            let zero = b.ins().iconst(I64, 0);
+            let extent = b
+                .ins()
+                .iconst(I64, self.plan.loops[depth + 1].extent as i64);
+            self.emit_loop(b, depth + 1, zero, extent, [data, indices, output]);
+        } else {
+            self.emit_lookup(b, data, indices, output);
+        }
+        let next = b.ins().iadd_imm_s(i, 1);
+        let data = self.advance_const(b, data, spec.data_stride);
+        let indices = self.advance_const(b, indices, spec.indices_stride);
+        let output = self.advance_const(b, output, spec.output_stride);
+        let again = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
+        let args = [next, data, indices, output].map(BlockArg::from);
+        b.ins().brif(again, body, &args, exit, &[]);
+        // Both predecessors of `body` (the entry test and the back edge) now exist.
+        b.seal_block(body);
+        b.switch_to_block(exit);
+        b.seal_block(exit);
+    }
+
+    fn advance_const(&self, b: &mut FunctionBuilder, base: Value, stride: u64) -> Value {
+        if stride == 0 {
+            base
+        } else {
+            b.ins().iadd_imm_s(base, stride as i64)
+        }
+    }
+
+    /// The innermost body: read the tuple at `indices`, check or fix each coordinate, and copy
+    /// the slice it selects from `data` to `output`.
+    fn emit_lookup(&self, b: &mut FunctionBuilder, data: Value, indices: Value, output: Value) {
+        let policy = self.plan.policy;
+        let mut offset: Option<Value> = None;
+        let mut all_in_range: Option<Value> = None;
+        for (j, coordinate) in self.plan.lookup.coordinates.iter().enumerate() {
+            let index = self.load_index(b, indices, coordinate);
+            let index =
+                if self.plan.index_type.is_signed() && policy.negative == NegativeIndices::Wrap {
+                    // i in [-s, -1] becomes i + s; anything below -s stays negative (bad).
+                    let negative = b.ins().icmp_imm_s(IntCC::SignedLessThan, index, 0);
+                    let wrapped = b.ins().iadd_imm_s(index, coordinate.dim_size as i64);
+                    b.ins().select(negative, wrapped, index)
+                } else {
+                    index
+                };
+            let dim = coordinate.dim_size as i64;
+            // Negative values read as huge unsigned ones, so one unsigned compare checks both ends.
+            let index = match policy.out_of_range {
+                OutOfRange::Clamp if dim > 0 => {
+                    let non_negative = if self.plan.index_type.is_signed() {
+                        let zero = b.ins().iconst(I64, 0);
+                        b.ins().smax(index, zero)
+                    } else {
+                        index
+                    };
+                    let last = b.ins().iconst(I64, dim - 1);
+                    b.ins().umin(non_negative, last)
+                }
+                OutOfRange::Error | OutOfRange::Clamp => {
+                    let bad = b
+                        .ins()
+                        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, dim);
+                    let next = b.create_block();
+                    let coordinate_index = b.ins().iconst(I64, j as i64);
+                    let args = [indices, coordinate_index].map(BlockArg::from);
+                    b.ins().brif(bad, self.reject, &args, next, &[]);
+                    b.switch_to_block(next);
+                    // Its only predecessor is the check above.
+                    b.seal_block(next);
+                    index
+                }
+                OutOfRange::Zero => {
+                    let ok = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, index, dim);
+                    all_in_range = Some(match all_in_range {
+                        Some(previous) => b.ins().band(previous, ok),
+                        None => ok,
+                    });
+                    index
+                }
+            };
+            let term = if coordinate.data_stride == 1 {
+                index
+            } else {
+                b.ins().imul_imm_u(index, coordinate.data_stride as i64)
+            };
+            offset = Some(match offset {
+                Some(previous) => b.ins().iadd(previous, term),
+                None => term,
+            });
+        }
+        let source = match offset {
+            Some(offset) => b.ins().iadd(data, offset),
+            None => data,
+        };
+        let bytes = self.plan.lookup.slice_bytes;
+        match all_in_range {
+            None => self.emit_copy(b, source, output, bytes),
+            Some(ok) => {
+                let copy = b.create_block();
+                let zero = b.create_block();
+                let done = b.create_block();
+                b.ins().brif(ok, copy, &[], zero, &[]);
+                b.switch_to_block(copy);
+                b.seal_block(copy);
+                self.emit_copy(b, source, output, bytes);
+                b.ins().jump(done, &[]);
+                b.switch_to_block(zero);
+                b.seal_block(zero);
+                self.emit_zero(b, output, bytes);
+                b.ins().jump(done, &[]);
+                b.switch_to_block(done);
+                b.seal_block(done);
+            }
+        }
+    }
+
+    /// Loads one coordinate in its own type and widens it to 64 bits (sign- or zero-extended).
+    fn load_index(&self, b: &mut FunctionBuilder, tuple: Value, c: &Coordinate) -> Value {
+        let offset = c.index_offset as i32;
+        let f = flags();
+        match self.plan.index_type {
+            IndexType::I8 => b.ins().sload8(I64, f, tuple, offset),
+            IndexType::U8 => b.ins().uload8(I64, f, tuple, offset),
+            IndexType::I16 => b.ins().sload16(I64, f, tuple, offset),
+            IndexType::U16 => b.ins().uload16(I64, f, tuple, offset),
+            IndexType::I32 => b.ins().sload32(f, tuple, offset),
+            IndexType::U32 => b.ins().uload32(f, tuple, offset),
+            IndexType::I64 | IndexType::U64 => b.ins().load(I64, f, tuple, offset),
+        }
+    }
+
+    /// Copies `bytes` (a constant) from `source` to `dest`, with code chosen by the size.
+    fn emit_copy(&self, b: &mut FunctionBuilder, source: Value, dest: Value, bytes: u64) {
+        if bytes > UNROLL_LIMIT_BYTES {
+            let size = b.ins().iconst(self.pointer, bytes as i64);
+            b.call_memcpy(self.config, dest, source, size);
+            return;
+        }
+        for (offset, ty) in chunks(bytes) {
+            let value = b.ins().load(ty, flags(), source, offset);
+            b.ins().store(flags(), value, dest, offset);
+        }
+    }
+
+    /// Writes `bytes` zeros at `dest`.
+    fn emit_zero(&self, b: &mut FunctionBuilder, dest: Value, bytes: u64) {
+        if bytes > UNROLL_LIMIT_BYTES {
+            let zero = b.ins().iconst(cranelift_codegen::ir::types::I8, 0);
+            let size = b.ins().iconst(self.pointer, bytes as i64);
+            b.call_memset(self.config, dest, zero, size);
+            return;
+        }
+        for (offset, ty) in chunks(bytes) {
+            let zero = if ty == I8X16 {
+                let scalar = b.ins().iconst(cranelift_codegen::ir::types::I8, 0);
+                b.ins().splat(I8X16, scalar)
+            } else {
+                b.ins().iconst(ty, 0)
+            };
+            b.ins().store(flags(), zero, dest, offset);
+        }
+    }
+}
+
+/// Splits a copy of `bytes` into moves `(offset, type)`: 16-byte vectors, then one overlapping
+/// vector for the tail (the ranges overlap, but both write the same source bytes), or for
+/// copies under 16 bytes the fewest power-of-two scalars, overlapping likewise.
+pub(crate) fn chunks(bytes: u64) -> Vec<(i32, Type)> {
+    let scalar = |size: u64| match size {
+        1 => cranelift_codegen::ir::types::I8,
+        2 => I16,
+        4 => I32,
+        _ => I64,
+    };
+    let mut moves = Vec::new();
+    if bytes >= 16 {
+        let whole = bytes / 16;
+        moves.extend((0..whole).map(|k| ((k * 16) as i32, I8X16)));
+        if !bytes.is_multiple_of(16) {
+            moves.push(((bytes - 16) as i32, I8X16));
+        }
+        return moves;
+    }
+    // Largest power of two not above `bytes`; two overlapping moves of that size cover it.
+    if bytes == 0 {
+        return moves;
+    }
+    let size = 1u64 << (63 - bytes.leading_zeros());
+    moves.push((0, scalar(size)));
+    if bytes != size {
+        moves.push(((bytes - size) as i32, scalar(size)));
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte of `0..bytes` is covered and nothing outside it.
+    #[test]
+    fn chunks_cover_exactly() {
+        for bytes in 0..=300u64 {
+            let mut covered = vec![false; bytes as usize];
+            for (offset, ty) in chunks(bytes) {
+                let end = offset as u64 + ty.bytes() as u64;
+                assert!(end <= bytes, "{bytes}: move at {offset} of {ty} overruns");
+                for byte in &mut covered[offset as usize..end as usize] {
+                    *byte = true;
+                }
+            }
+            assert!(covered.iter().all(|&c| c), "{bytes}: not covered");
+        }
+    }
+
+    #[test]
+    fn chunks_use_few_moves() {
+        assert_eq!(chunks(4), vec![(0, I32)]);
+        assert_eq!(chunks(12), vec![(0, I64), (4, I64)]);
+        assert_eq!(
+            chunks(60),
+            vec![(0, I8X16), (16, I8X16), (32, I8X16), (44, I8X16)]
+        );
+    }
+}

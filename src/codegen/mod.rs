@@ -1,0 +1,170 @@
+//! Code generation: a [`Plan`] becomes native code owned by a [`JitCode`].
+//!
+//! The target ISA is built once per process and shared (`OwnedTargetIsa` is an `Arc`); each
+//! kernel gets its own `JITModule`, so that dropping the kernel frees exactly its executable
+//! memory. The Cranelift contexts are reused per thread between compiles. This module and
+//! `kernel.rs` are the only places that hold or call JIT code.
+
+mod lower;
+
+use std::cell::RefCell;
+use std::sync::{Mutex, OnceLock};
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::{Function, UserFuncName};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+
+use crate::error::{Error, Result};
+use crate::specialize::Plan;
+
+/// The C signature of every generated kernel:
+/// `(data, indices, output, start, end, bad_index) -> status`.
+pub(crate) type KernelFn =
+    unsafe extern "C" fn(*const u8, *const u8, *mut u8, u64, u64, *mut u64) -> u32;
+
+/// The process-wide ISA for the host, with `opt_level=speed`.
+fn isa() -> Result<&'static OwnedTargetIsa> {
+    static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, name: &str, value: &str| {
+            flags
+                .set(name, value)
+                .map_err(|e| format!("setting {name}={value}: {e}"))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        // Long-range relocations for the memcpy/memset libcalls, as cranelift-jit requires.
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(&mut flags, "is_pic", "false")?;
+        // The verifier costs compile time; it stays on in debug and test builds.
+        let verify = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        set(&mut flags, "enable_verifier", verify)?;
+        let builder =
+            cranelift_native::builder().map_err(|e| format!("host not supported: {e}"))?;
+        builder
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("building the ISA: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| Error::Codegen(e.clone()))
+}
+
+thread_local! {
+    /// Cranelift's reusable compile state, one per thread.
+    static CONTEXTS: RefCell<(Context, FunctionBuilderContext)> =
+        RefCell::new((Context::new(), FunctionBuilderContext::new()));
+}
+
+/// Native code for one kernel and the module that owns its memory.
+pub(crate) struct JitCode {
+    /// Owns the executable memory; only touched again in `Drop`. (`JITModule` is `Send` but
+    /// not `Sync`; the mutex makes `JitCode` shareable without ever being locked on a call.)
+    module: Mutex<Option<JITModule>>,
+    entry: KernelFn,
+    code_bytes: usize,
+}
+
+impl JitCode {
+    /// Compiles `plan` into a fresh module.
+    pub(crate) fn compile(plan: &Plan) -> Result<JitCode> {
+        let isa = isa()?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
+        let signature = lower::kernel_signature(
+            isa.default_call_conv(),
+            module.target_config().pointer_type(),
+        );
+        let codegen_err = |e: &dyn std::fmt::Display| Error::Codegen(e.to_string());
+        let id = module
+            .declare_function("gather_kernel", Linkage::Export, &signature)
+            .map_err(|e| codegen_err(&e))?;
+        let code_bytes = CONTEXTS.with(|contexts| -> Result<usize> {
+            let (ctx, builder_context) = &mut *contexts.borrow_mut();
+            ctx.clear();
+            ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
+            lower::lower(plan, &mut ctx.func, builder_context, module.target_config());
+            let result = module.define_function(id, ctx).map_err(|e| match e {
+                cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
+                    cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
+                ),
+                other => codegen_err(&other),
+            });
+            let size = ctx
+                .compiled_code()
+                .map(|c| c.code_info().total_size as usize)
+                .unwrap_or(0);
+            ctx.clear();
+            result.map(|()| size)
+        })?;
+        module.finalize_definitions().map_err(|e| codegen_err(&e))?;
+        let pointer = module.get_finalized_function(id);
+        // SAFETY: `pointer` is the finalized code of a function declared with
+        // `kernel_signature`, which is exactly `KernelFn`'s C ABI; it stays valid while `module`
+        // lives, and `module` lives as long as this `JitCode`.
+        let entry = unsafe { std::mem::transmute::<*const u8, KernelFn>(pointer) };
+        Ok(JitCode {
+            module: Mutex::new(Some(module)),
+            entry,
+            code_bytes,
+        })
+    }
+
+    /// Size of the machine code in bytes.
+    pub(crate) fn code_bytes(&self) -> usize {
+        self.code_bytes
+    }
+
+    /// Calls the kernel on iterations `start..end` of the outermost loop.
+    ///
+    /// Returns `Err(position)` with the element position in the indices buffer of a rejected
+    /// index.
+    ///
+    /// # Safety
+    /// The pointers must satisfy `Kernel::call_range`'s contract for the plan this code was
+    /// compiled from, and `start <= end <= plan.loops[0].extent`.
+    pub(crate) unsafe fn call(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        output: *mut u8,
+        start: u64,
+        end: u64,
+    ) -> std::result::Result<(), u64> {
+        let mut bad = 0u64;
+        // SAFETY: forwarded from this function's contract; `bad` is a valid out-parameter.
+        let status = unsafe { (self.entry)(data, indices, output, start, end, &mut bad) };
+        if status == 0 { Ok(()) } else { Err(bad) }
+    }
+}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(module) => module.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: the only pointer into this module's code is `self.entry`, which dies with
+            // `self`; no call can be running, since calls borrow `self`.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// The CLIF text of the kernel for `plan` (before optimisation), for `explain`.
+pub fn clif_text(plan: &Plan) -> Result<String> {
+    let isa = isa()?;
+    let config = isa.frontend_config();
+    let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
+    let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
+    let mut builder_context = FunctionBuilderContext::new();
+    lower::lower(plan, &mut func, &mut builder_context, config);
+    Ok(func.display().to_string())
+}

@@ -1,0 +1,298 @@
+//! [`Kernel`]: a compiled gather, its raw-pointer entry point and the safe APIs over it.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
+
+use crate::codegen::{self, JitCode};
+use crate::error::{Error, Result};
+use crate::ir::{DType, IndexType, Signature, Validated, unravel};
+use crate::specialize::Plan;
+
+/// A Rust type that can be the element type of `data` (the gathered values).
+pub trait Element: Copy + Default + 'static {
+    /// The IR element type of `Self`.
+    const DTYPE: DType;
+}
+
+/// A Rust integer type that can be the element type of `indices`.
+pub trait IndexElement: Copy + 'static {
+    /// The IR index type of `Self`.
+    const INDEX_TYPE: IndexType;
+}
+
+macro_rules! elements {
+    ($($t:ty => $d:ident),* $(,)?) => { $(impl Element for $t { const DTYPE: DType = DType::$d; })* };
+}
+elements!(
+    f32 => F32, f64 => F64, i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32,
+    u32 => U32, i64 => I64, u64 => U64, bool => Bool, half::f16 => F16, half::bf16 => Bf16,
+);
+
+macro_rules! index_elements {
+    ($($t:ty => $d:ident),* $(,)?) => {
+        $(impl IndexElement for $t { const INDEX_TYPE: IndexType = IndexType::$d; })*
+    };
+}
+index_elements!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32, i64 => I64, u64 => U64);
+
+/// A gather compiled for one [`Signature`]: native code plus what is needed to call it.
+///
+/// Kernels are `Send + Sync` and can be called from many threads at once; the code is freed
+/// when the last handle (usually an `Arc<Kernel>` from a [`crate::KernelCache`]) is dropped.
+pub struct Kernel {
+    validated: Validated,
+    plan: Plan,
+    code: JitCode,
+    compile_time: Duration,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("signature", self.signature())
+            .field("code_bytes", &self.code.code_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Kernel {
+    /// Validates, specialises and compiles `signature`, without any cache.
+    ///
+    /// # Errors
+    /// Any validation error of [`Signature::validate`]; [`Error::Codegen`] if Cranelift rejects
+    /// the generated code (a bug).
+    pub fn compile(signature: &Signature) -> Result<Kernel> {
+        let started = Instant::now();
+        let validated = signature.validate()?;
+        let plan = Plan::new(&validated)?;
+        let code = JitCode::compile(&plan)?;
+        Ok(Kernel {
+            validated,
+            plan,
+            code,
+            compile_time: started.elapsed(),
+        })
+    }
+
+    /// The signature this kernel was compiled for.
+    pub fn signature(&self) -> &Signature {
+        self.validated.signature()
+    }
+
+    /// The validated signature (normalised attributes, output shape).
+    pub fn validated(&self) -> &Validated {
+        &self.validated
+    }
+
+    /// The inferred output shape.
+    pub fn output_shape(&self) -> &[usize] {
+        self.validated.output_shape()
+    }
+
+    /// The loop plan the code was generated from.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The CLIF text of this kernel (before Cranelift's optimisations).
+    ///
+    /// # Errors
+    /// [`Error::Codegen`] if the host ISA is unavailable.
+    pub fn clif(&self) -> Result<String> {
+        codegen::clif_text(&self.plan)
+    }
+
+    /// Size of the machine code in bytes.
+    pub fn code_bytes(&self) -> usize {
+        self.code.code_bytes()
+    }
+
+    /// How long validation, specialisation and compilation took.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// Number of iterations of the outermost loop: the range [`Kernel::call_range`] splits.
+    pub fn outer_extent(&self) -> u64 {
+        self.plan.loops[0].extent
+    }
+
+    /// Runs the whole gather on raw buffers.
+    ///
+    /// # Safety
+    /// See [`Kernel::call_range`], with `range = 0..self.outer_extent()`.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for a rejected index (see `call_range`).
+    pub unsafe fn call(&self, data: *const u8, indices: *const u8, output: *mut u8) -> Result<()> {
+        // SAFETY: forwarded contract; the range is the whole loop.
+        unsafe { self.call_range(data, indices, output, 0..self.outer_extent()) }
+    }
+
+    /// Runs iterations `range` of the outermost loop, for splitting one gather across threads
+    /// (disjoint ranges write disjoint parts of the output). No allocation, no check beyond
+    /// the indices themselves.
+    ///
+    /// # Safety
+    /// - `data` points to `data_len * dtype.size()` readable bytes holding the data tensor
+    ///   C-contiguous (row-major); `indices` to `indices_len * index_type.size()` readable bytes
+    ///   holding the indices C-contiguous, in native byte order; `output` to `output_len *
+    ///   dtype.size()` writable bytes (lengths from [`Kernel::validated`]). No alignment is
+    ///   required.
+    /// - `output` does not overlap `data` or `indices`, and no other thread reads or writes the
+    ///   part of `output` this range writes while the call runs.
+    /// - Pointers to zero-length buffers may be dangling but must not be null.
+    ///
+    /// # Errors
+    /// Under `OutOfRange::Error` (and for an index into an empty dimension under `Clamp`):
+    /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
+    /// order of the indices. The output slices before it have been written; the rest of the
+    /// range's output is unchanged. An invalid `range` gives [`Error::BufferMismatch`] and
+    /// touches nothing.
+    pub unsafe fn call_range(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        output: *mut u8,
+        range: Range<u64>,
+    ) -> Result<()> {
+        if range.start > range.end || range.end > self.outer_extent() {
+            return Err(Error::BufferMismatch {
+                what: "range",
+                expected: format!("a range within 0..{}", self.outer_extent()),
+                actual: format!("{}..{}", range.start, range.end),
+            });
+        }
+        // SAFETY: forwarded contract; the range was checked above.
+        let result = unsafe {
+            self.code
+                .call(data, indices, output, range.start, range.end)
+        };
+        result.map_err(|position| {
+            let size = self.signature().index_type.size();
+            // SAFETY: the kernel has just read this index, so these bytes are in `indices`.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(indices.add(position as usize * size), size) };
+            self.index_error(
+                position as usize,
+                self.signature().index_type.read(bytes, 0),
+            )
+        })
+    }
+
+    /// The error for the index at element `position` of the indices, whose value is `value`.
+    fn index_error(&self, position: usize, value: i128) -> Error {
+        let sig = self.signature();
+        let position = unravel(position, &sig.indices_shape);
+        let data_dim = self.validated.indexed_data_dim(&position);
+        Error::IndexOutOfRange {
+            op: sig.op.name(),
+            position,
+            value,
+            data_dim,
+            dim_size: sig.data_shape[data_dim],
+        }
+    }
+
+    /// Runs the gather on byte slices, checking their lengths first.
+    ///
+    /// # Errors
+    /// [`Error::BufferMismatch`] if a slice's length does not match the signature; otherwise
+    /// as [`Kernel::call`].
+    pub fn run_bytes(&self, data: &[u8], indices: &[u8], output: &mut [u8]) -> Result<()> {
+        let plan = &self.plan;
+        check_len("data", data.len(), plan.data_bytes)?;
+        check_len("indices", indices.len(), plan.indices_bytes)?;
+        check_len("output", output.len(), plan.output_bytes)?;
+        // SAFETY: the lengths match the signature (checked above); slices are valid for their
+        // length, non-null, and `output` is a unique borrow, so it overlaps neither input.
+        unsafe { self.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+    }
+
+    /// Runs the gather on ndarray views of any layout and returns a new array.
+    ///
+    /// Views that are not C-contiguous are copied into standard layout first.
+    ///
+    /// # Errors
+    /// [`Error::DTypeMismatch`] / [`Error::IndexTypeMismatch`] if `T` or `I` is not the
+    /// signature's type, [`Error::BufferMismatch`] if a shape differs from the signature's,
+    /// [`Error::OutputAllocation`] if the output cannot be allocated, and the index errors of
+    /// [`Kernel::call`].
+    pub fn run<T: Element, I: IndexElement, D1: Dimension, D2: Dimension>(
+        &self,
+        data: ArrayView<'_, T, D1>,
+        indices: ArrayView<'_, I, D2>,
+    ) -> Result<ArrayD<T>> {
+        let sig = self.signature();
+        if T::DTYPE != sig.dtype {
+            return Err(Error::DTypeMismatch {
+                what: "data",
+                expected: sig.dtype,
+                actual: T::DTYPE,
+            });
+        }
+        if I::INDEX_TYPE != sig.index_type {
+            return Err(Error::IndexTypeMismatch {
+                expected: sig.index_type,
+                actual: I::INDEX_TYPE,
+            });
+        }
+        check_shape("data", data.shape(), &sig.data_shape)?;
+        check_shape("indices", indices.shape(), &sig.indices_shape)?;
+        let data = data.as_standard_layout();
+        let indices = indices.as_standard_layout();
+        let len = self.validated.output_len();
+        let mut output: Vec<T> = Vec::new();
+        output
+            .try_reserve_exact(len)
+            .map_err(|_| Error::OutputAllocation {
+                bytes: self.plan.output_bytes as usize,
+            })?;
+        output.resize(len, T::default());
+        // `as_standard_layout` guarantees contiguous slices; they cannot be absent.
+        let (Some(data), Some(indices)) = (data.as_slice(), indices.as_slice()) else {
+            unreachable!("standard layout arrays are contiguous")
+        };
+        // SAFETY: `data` and `indices` are contiguous with the signature's shapes and types
+        // (checked above), `output` holds `output_len` elements of the signature's type, and
+        // it is a fresh allocation, so it overlaps neither input.
+        unsafe {
+            self.call(
+                data.as_ptr().cast(),
+                indices.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+            )?;
+        }
+        ArrayD::from_shape_vec(IxDyn(self.output_shape()), output).map_err(|e| {
+            Error::BufferMismatch {
+                what: "output",
+                expected: format!("{:?}", self.output_shape()),
+                actual: e.to_string(),
+            }
+        })
+    }
+}
+
+fn check_len(what: &'static str, actual: usize, expected: u64) -> Result<()> {
+    if actual as u64 != expected {
+        return Err(Error::BufferMismatch {
+            what,
+            expected: format!("{expected} bytes"),
+            actual: format!("{actual} bytes"),
+        });
+    }
+    Ok(())
+}
+
+fn check_shape(what: &'static str, actual: &[usize], expected: &[usize]) -> Result<()> {
+    if actual != expected {
+        return Err(Error::BufferMismatch {
+            what,
+            expected: format!("shape {expected:?}"),
+            actual: format!("shape {actual:?}"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! Specialisation: a validated signature becomes a [`Plan`], a loop nest whose every extent and
+//! stride is a constant.
+//!
+//! All three ops share one form: a nest of [`Loop`]s walks the output in row-major order; the
+//! innermost body reads one index tuple (a [`Lookup`] of one coordinate for Gather and
+//! GatherElements, `indices.shape[-1]` for GatherND), turns it into a data offset and copies one
+//! contiguous slice of `slice_bytes`. Each loop advances three pointers by constant byte strides:
+//! data, indices and output. Loops of extent 1 are dropped and adjacent loops that are contiguous
+//! in all three buffers are merged, so GatherND on data `[1000,256,10,15]` with indices
+//! `[25,125,3]` is one loop of 3125 lookups, each copying 60 bytes.
+//!
+//! The plan is plain data, independent of Cranelift; checked arithmetic happens here, once, so
+//! the generated code can use the constants without overflow checks. Every stride is in bytes.
+
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::ir::{IndexPolicy, IndexType, OutOfRange, ResolvedOp, Validated};
+
+/// One loop of the nest. Strides are in bytes and advance the pointers per iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loop {
+    /// Number of iterations.
+    pub extent: u64,
+    /// Bytes the data pointer advances per iteration.
+    pub data_stride: u64,
+    /// Bytes the indices pointer advances per iteration.
+    pub indices_stride: u64,
+    /// Bytes the output pointer advances per iteration.
+    pub output_stride: u64,
+}
+
+/// One coordinate of an index tuple: where it is read and what it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coordinate {
+    /// Byte offset of this coordinate from the tuple's start in the indices buffer.
+    pub index_offset: u64,
+    /// Size of the data dimension it indexes (valid indices are `0..dim_size` after wrapping).
+    pub dim_size: u64,
+    /// Bytes of data per unit of this coordinate.
+    pub data_stride: u64,
+}
+
+/// The body of the innermost loop: read a tuple, check it, copy one slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lookup {
+    /// The tuple's coordinates, in the order they are stored (and checked).
+    pub coordinates: Vec<Coordinate>,
+    /// Contiguous bytes copied per tuple (0 when only the indices are checked).
+    pub slice_bytes: u64,
+}
+
+/// A loop nest with every shape and stride folded into constants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The loops, outermost first; never empty. The kernel's `start..end` range is over the
+    /// first loop's extent.
+    pub loops: Vec<Loop>,
+    /// What the innermost body does.
+    pub lookup: Lookup,
+    /// Type of the indices.
+    pub index_type: IndexType,
+    /// How bad indices are handled.
+    pub policy: IndexPolicy,
+    /// Total bytes of data, indices and output (for buffer checks).
+    pub data_bytes: u64,
+    /// Total bytes of indices.
+    pub indices_bytes: u64,
+    /// Total bytes of the output.
+    pub output_bytes: u64,
+}
+
+impl Plan {
+    /// Builds the plan for a validated signature.
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] if a stride does not fit in 64 bits (validation already bounds
+    /// every tensor by `isize::MAX` bytes, so this is a safety net).
+    pub fn new(signature: &Validated) -> Result<Plan> {
+        let sig = signature.signature();
+        let element = sig.dtype.size() as u64;
+        let index_size = sig.index_type.size() as u64;
+        let overflow = || Error::SizeOverflow {
+            what: "plan",
+            shape: sig.data_shape.clone(),
+        };
+        let data_strides = byte_strides(&sig.data_shape, element).ok_or_else(overflow)?;
+        let indices_strides = byte_strides(&sig.indices_shape, index_size).ok_or_else(overflow)?;
+        let data = &sig.data_shape;
+        let indices = &sig.indices_shape;
+        // Each dim walked: (extent, data stride, indices stride); output is row-major.
+        let mut dims: Vec<(u64, u64, u64)> = Vec::new();
+        let coordinates: Vec<Coordinate>;
+        let mut slice_elements: u64;
+        match signature.op() {
+            ResolvedOp::Gather { axis, batch_dims } => {
+                for d in 0..batch_dims {
+                    dims.push((data[d] as u64, data_strides[d], indices_strides[d]));
+                }
+                let between: u64 = data[batch_dims..axis].iter().map(|&d| d as u64).product();
+                // With an empty dim between batch and axis the output is empty, but the indices
+                // are still checked: walk them without copying (see `interp` for the rule).
+                let check_only = between == 0 && sig.policy.out_of_range != OutOfRange::Zero;
+                if !check_only {
+                    for d in batch_dims..axis {
+                        dims.push((data[d] as u64, data_strides[d], 0));
+                    }
+                }
+                for d in batch_dims..indices.len() {
+                    dims.push((indices[d] as u64, 0, indices_strides[d]));
+                }
+                coordinates = vec![Coordinate {
+                    index_offset: 0,
+                    dim_size: data[axis] as u64,
+                    data_stride: data_strides[axis],
+                }];
+                slice_elements = data[axis + 1..].iter().map(|&d| d as u64).product();
+                if check_only {
+                    slice_elements = 0;
+                }
+            }
+            ResolvedOp::GatherElements { axis } => {
+                for d in 0..indices.len() {
+                    let data_stride = if d == axis { 0 } else { data_strides[d] };
+                    dims.push((indices[d] as u64, data_stride, indices_strides[d]));
+                }
+                coordinates = vec![Coordinate {
+                    index_offset: 0,
+                    dim_size: data[axis] as u64,
+                    data_stride: data_strides[axis],
+                }];
+                slice_elements = 1;
+            }
+            ResolvedOp::GatherNd {
+                batch_dims,
+                index_depth,
+            } => {
+                for d in 0..batch_dims {
+                    dims.push((data[d] as u64, data_strides[d], indices_strides[d]));
+                }
+                for d in batch_dims..indices.len() - 1 {
+                    dims.push((indices[d] as u64, 0, indices_strides[d]));
+                }
+                coordinates = (0..index_depth)
+                    .map(|j| Coordinate {
+                        index_offset: j as u64 * index_size,
+                        dim_size: data[batch_dims + j] as u64,
+                        data_stride: data_strides[batch_dims + j],
+                    })
+                    .collect();
+                slice_elements = data[batch_dims + index_depth..]
+                    .iter()
+                    .map(|&d| d as u64)
+                    .product();
+            }
+        }
+        let slice_bytes = slice_elements.checked_mul(element).ok_or_else(overflow)?;
+        let loops = build_loops(&dims, slice_bytes).ok_or_else(overflow)?;
+        let output_bytes = (signature.output_len() as u64)
+            .checked_mul(element)
+            .ok_or_else(overflow)?;
+        Ok(Plan {
+            loops,
+            lookup: Lookup {
+                coordinates,
+                slice_bytes,
+            },
+            index_type: sig.index_type,
+            policy: sig.policy,
+            data_bytes: signature.data_len() as u64 * element,
+            indices_bytes: signature.indices_len() as u64 * index_size,
+            output_bytes,
+        })
+    }
+
+    /// Number of lookups (innermost iterations) the whole nest performs.
+    pub fn lookups(&self) -> u64 {
+        self.loops.iter().map(|l| l.extent).product()
+    }
+}
+
+/// Row-major byte strides of `shape` (zero dims count as one, as in the size check).
+fn byte_strides(shape: &[usize], element: u64) -> Option<Vec<u64>> {
+    let mut strides = vec![0; shape.len()];
+    let mut stride = element;
+    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+        *s = stride;
+        stride = stride.checked_mul((d as u64).max(1))?;
+    }
+    Some(strides)
+}
+
+/// Turns walked dims into loops: drops extent-1 dims, merges contiguous neighbours, and gives
+/// each loop its output stride (the bytes its inner loops and the slice write).
+fn build_loops(dims: &[(u64, u64, u64)], slice_bytes: u64) -> Option<Vec<Loop>> {
+    if dims.iter().any(|d| d.0 == 0) {
+        // Nothing is gathered and no index is read (the indices are empty too, or the walk
+        // above already dropped the dims that made only the output empty).
+        return Some(vec![Loop {
+            extent: 0,
+            data_stride: 0,
+            indices_stride: 0,
+            output_stride: 0,
+        }]);
+    }
+    let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+    for &(extent, data, indices) in dims.iter().filter(|d| d.0 != 1) {
+        if let Some(last) = merged.last_mut() {
+            // Merge `last` (outer) with this (inner) when walking both is one linear walk.
+            if last.1 == data.checked_mul(extent)? && last.2 == indices.checked_mul(extent)? {
+                *last = (last.0.checked_mul(extent)?, data, indices);
+                continue;
+            }
+        }
+        merged.push((extent, data, indices));
+    }
+    if merged.is_empty() {
+        merged.push((1, 0, 0));
+    }
+    let mut loops = Vec::with_capacity(merged.len());
+    let mut output_stride = slice_bytes;
+    for &(extent, data_stride, indices_stride) in merged.iter().rev() {
+        loops.push(Loop {
+            extent,
+            data_stride,
+            indices_stride,
+            output_stride,
+        });
+        output_stride = output_stride.checked_mul(extent)?;
+    }
+    loops.reverse();
+    Some(loops)
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "plan: {} lookup(s), index type {}, {}",
+            self.lookups(),
+            self.index_type,
+            self.policy
+        )?;
+        for (depth, l) in self.loops.iter().enumerate() {
+            writeln!(
+                f,
+                "{:indent$}loop {depth}: extent {}, strides (bytes) data {}, indices {}, output {}",
+                "",
+                l.extent,
+                l.data_stride,
+                l.indices_stride,
+                l.output_stride,
+                indent = 2 * depth + 2
+            )?;
+        }
+        let indent = 2 * self.loops.len() + 2;
+        for (j, c) in self.lookup.coordinates.iter().enumerate() {
+            writeln!(
+                f,
+                "{:indent$}index {j}: at +{} bytes, dim size {}, data stride {} bytes",
+                "", c.index_offset, c.dim_size, c.data_stride
+            )?;
+        }
+        write!(f, "{:indent$}copy {} bytes", "", self.lookup.slice_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Flavor, Signature};
+
+    fn plan(sig: Signature) -> Plan {
+        Plan::new(&sig.validate().expect("valid")).expect("plan")
+    }
+
+    fn lp(extent: u64, data: u64, indices: u64, output: u64) -> Loop {
+        Loop {
+            extent,
+            data_stride: data,
+            indices_stride: indices,
+            output_stride: output,
+        }
+    }
+
+    #[test]
+    fn gather_nd_seed_layer_is_one_loop_of_60_byte_copies() {
+        let p = plan(Signature::gather_nd(&[1000, 256, 10, 15], &[25, 125, 3], 0));
+        assert_eq!(p.loops, vec![lp(3125, 0, 24, 60)]);
+        assert_eq!(p.lookup.slice_bytes, 60);
+        let dims: Vec<u64> = p.lookup.coordinates.iter().map(|c| c.dim_size).collect();
+        assert_eq!(dims, vec![1000, 256, 10]);
+        let strides: Vec<u64> = p.lookup.coordinates.iter().map(|c| c.data_stride).collect();
+        assert_eq!(strides, vec![256 * 150 * 4, 150 * 4, 15 * 4]);
+    }
+
+    #[test]
+    fn gather_nd_batch_dims_2_layer() {
+        let p = plan(
+            Signature::gather_nd(&[30, 2, 100, 35], &[30, 2, 3, 1], 2)
+                .with_flavor(Flavor::OpenvinoGatherNd8),
+        );
+        // The two batch dims merge (contiguous in data and indices); the 3 tuples are inner.
+        assert_eq!(
+            p.loops,
+            vec![lp(60, 100 * 35 * 4, 3 * 8, 3 * 140), lp(3, 0, 8, 140)]
+        );
+        assert_eq!(p.lookup.slice_bytes, 140);
+    }
+
+    #[test]
+    fn gather_nd_batch_dims_3_layer_is_element_gather() {
+        let p = plan(Signature::gather_nd(
+            &[1, 64, 64, 320],
+            &[1, 64, 64, 1, 1],
+            3,
+        ));
+        assert_eq!(p.loops, vec![lp(4096, 320 * 4, 8, 4)]);
+        assert_eq!(p.lookup.slice_bytes, 4);
+    }
+
+    #[test]
+    fn gather1_layer_axis_1() {
+        let p = plan(
+            Signature::gather(&[6, 12, 10, 24], &[15, 4, 20, 28], 1, 0)
+                .with_flavor(Flavor::OpenvinoGather1),
+        );
+        assert_eq!(
+            p.loops,
+            vec![lp(6, 12 * 240 * 4, 0, 33600 * 960), lp(33600, 0, 8, 960)]
+        );
+        assert_eq!(p.lookup.coordinates[0].data_stride, 960);
+    }
+
+    #[test]
+    fn gather_elements_keeps_data_strides_of_non_axis_dims() {
+        let p = plan(Signature::gather_elements(&[3, 5], &[2, 4], 0));
+        assert_eq!(p.loops, vec![lp(2, 0, 32, 16), lp(4, 4, 8, 4)]);
+        let p = plan(Signature::gather_elements(&[64, 4096], &[64, 4096], 1));
+        assert_eq!(
+            p.loops,
+            vec![lp(64, 4096 * 4, 4096 * 8, 4096 * 4), lp(4096, 0, 8, 4)]
+        );
+    }
+
+    #[test]
+    fn empty_dim_between_batch_and_axis_still_walks_indices() {
+        let p = plan(Signature::gather(&[0, 5], &[3], 1, 0));
+        assert_eq!(p.loops, vec![lp(3, 0, 8, 0)]);
+        assert_eq!(p.lookup.slice_bytes, 0);
+        // Under Zero nothing is checked, so nothing is walked.
+        let p = plan(Signature::gather(&[0, 5], &[3], 1, 0).with_out_of_range(OutOfRange::Zero));
+        assert_eq!(p.lookups(), 0);
+    }
+
+    #[test]
+    fn scalar_indices_give_one_lookup() {
+        let p = plan(Signature::gather(&[7, 2], &[], 0, 0));
+        assert_eq!(p.loops, vec![lp(1, 0, 0, 8)]);
+    }
+}

@@ -1,0 +1,296 @@
+//! Differential property tests: the JIT against the reference interpreter, byte for byte,
+//! errors included (same variant, same position, same value).
+
+use gather_jit::interp::interpret;
+use gather_jit::{
+    DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, OutOfRange, Signature,
+};
+use proptest::prelude::*;
+
+/// One random test case: a valid signature plus its data and indices bytes.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub signature: Signature,
+    pub data: Vec<u8>,
+    pub indices: Vec<u8>,
+}
+
+impl Problem {
+    /// Runs both paths and asserts they agree.
+    pub fn check(&self) -> Result<(), TestCaseError> {
+        let validated = self
+            .signature
+            .validate()
+            .expect("strategy builds valid signatures");
+        let expected = interpret(&validated, &self.data, &self.indices);
+        let kernel = Kernel::compile(&self.signature).expect("compiles");
+        let mut output = vec![0xA5u8; validated.output_len() * self.signature.dtype.size()];
+        let actual = kernel
+            .run_bytes(&self.data, &self.indices, &mut output)
+            .map(|()| output);
+        match (&expected, &actual) {
+            (Ok(e), Ok(a)) => prop_assert!(e == a, "output differs for {}", self.signature),
+            (Err(e), Err(a)) => prop_assert_eq!(e, a, "errors differ for {}", self.signature),
+            _ => prop_assert!(
+                false,
+                "{}: interpreter {:?} vs jit {:?}",
+                self.signature,
+                expected.as_ref().map(|v| v.len()),
+                actual.as_ref().map(|v| v.len())
+            ),
+        }
+        Ok(())
+    }
+}
+
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(0usize), 2 => Just(1usize), 8 => 2usize..=5]
+}
+
+fn shape(min: usize, max: usize) -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(dim(), min..=max)
+}
+
+fn policy() -> impl Strategy<Value = Option<IndexPolicy>> {
+    let negative = prop_oneof![Just(NegativeIndices::Wrap), Just(NegativeIndices::Invalid)];
+    let oob = prop_oneof![
+        Just(OutOfRange::Error),
+        Just(OutOfRange::Zero),
+        Just(OutOfRange::Clamp)
+    ];
+    prop::option::of(
+        (negative, oob).prop_map(|(negative, out_of_range)| IndexPolicy {
+            negative,
+            out_of_range,
+        }),
+    )
+}
+
+/// A raw index choice, turned into a value once the indexed dim size is known.
+fn index_choice() -> impl Strategy<Value = (u8, u64)> {
+    (0u8..100, any::<u64>())
+}
+
+fn index_value(choice: (u8, u64), size: usize) -> i128 {
+    let s = size as i128;
+    let r = choice.1 as i128;
+    match choice.0 {
+        0..=69 if s > 0 => r % s,         // valid
+        70..=81 if s > 0 => -(r % s) - 1, // negative, wraps
+        82..=87 => s + (r % 3),           // just past the end
+        88..=91 => -s - 1 - (r % 3),      // just below -s
+        92..=95 => i64::MIN as i128 + r % 2,
+        _ => i64::MAX as i128 - r % 2,
+    }
+}
+
+/// Stores `value` in `index_type`, truncating like a C cast (so negatives in unsigned types
+/// become large values, and large values wrap).
+fn encode_index(index_type: IndexType, value: i128, out: &mut Vec<u8>) {
+    match index_type {
+        IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
+        IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
+        IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
+        IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
+        IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
+        IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
+        IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
+        IndexType::U64 => out.extend((value as u64).to_ne_bytes()),
+    }
+}
+
+/// Fills data and indices for a signature that has already been built.
+fn fill(signature: Signature, choices: Vec<(u8, u64)>, seed: u8) -> Problem {
+    let validated = signature.validate().expect("valid");
+    let data_bytes = validated.data_len() * signature.dtype.size();
+    // Distinct-looking bytes so a wrong source offset shows up.
+    let data = (0..data_bytes)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect();
+    let mut indices = Vec::new();
+    let shape = &signature.indices_shape;
+    for flat in 0..validated.indices_len() {
+        let mut position = vec![0; shape.len()];
+        let mut rest = flat;
+        for (p, &d) in position.iter_mut().zip(shape).rev() {
+            *p = rest % d;
+            rest /= d;
+        }
+        let size = signature.data_shape[validated.indexed_data_dim(&position)];
+        let choice = choices[flat % choices.len()];
+        encode_index(
+            signature.index_type,
+            index_value(choice, size),
+            &mut indices,
+        );
+    }
+    Problem {
+        signature,
+        data,
+        indices,
+    }
+}
+
+fn common() -> impl Strategy<Value = (DType, IndexType, Option<IndexPolicy>, Vec<(u8, u64)>, u8)> {
+    (
+        prop::sample::select(DType::ALL.to_vec()),
+        prop::sample::select(IndexType::ALL.to_vec()),
+        policy(),
+        prop::collection::vec(index_choice(), 1..16),
+        any::<u8>(),
+    )
+}
+
+fn finish(
+    op: Op,
+    flavor: Flavor,
+    data: &[usize],
+    indices: &[usize],
+    (dtype, index_type, policy, choices, seed): (
+        DType,
+        IndexType,
+        Option<IndexPolicy>,
+        Vec<(u8, u64)>,
+        u8,
+    ),
+) -> Problem {
+    let mut signature = Signature::new(op, data, indices)
+        .with_flavor(flavor)
+        .with_dtype(dtype)
+        .with_index_type(index_type);
+    if let Some(policy) = policy {
+        signature = signature.with_policy(policy);
+    }
+    fill(signature, choices, seed)
+}
+
+/// Gather problems for every flavor that defines Gather, with batch_dims where allowed.
+pub fn gather_problem() -> impl Strategy<Value = Problem> {
+    let flavor = prop::sample::select(vec![
+        Flavor::Onnx,
+        Flavor::OpenvinoGather1,
+        Flavor::OpenvinoGather7,
+        Flavor::OpenvinoGather8,
+        Flavor::TensorRt,
+    ]);
+    (
+        flavor,
+        shape(1, 6),
+        shape(0, 3),
+        any::<u16>(),
+        any::<bool>(),
+        common(),
+    )
+        .prop_map(|(flavor, data, extra, pick, negative_attrs, common)| {
+            let r = data.len();
+            let axis = pick as usize % r;
+            let max_batch = match flavor {
+                Flavor::Onnx | Flavor::OpenvinoGather1 => 0,
+                Flavor::TensorRt => axis.min(1),
+                _ => axis,
+            };
+            let b = (pick as usize / 7) % (max_batch + 1);
+            let indices = [&data[..b], &extra[..]].concat();
+            let q = indices.len() as i64;
+            let (axis, batch) = if negative_attrs {
+                let batch = if matches!(flavor, Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8) {
+                    b as i64 - q
+                } else {
+                    b as i64
+                };
+                (axis as i64 - r as i64, batch)
+            } else {
+                (axis as i64, b as i64)
+            };
+            let op = Op::Gather {
+                axis,
+                batch_dims: batch,
+            };
+            finish(op, flavor, &data, &indices, common)
+        })
+}
+
+/// GatherElements problems (ONNX `<=` rule, OpenVINO-6 equal rule, TensorRT).
+pub fn gather_elements_problem() -> impl Strategy<Value = Problem> {
+    let flavor = prop::sample::select(vec![
+        Flavor::Onnx,
+        Flavor::OpenvinoGatherElements6,
+        Flavor::TensorRt,
+    ]);
+    (
+        flavor,
+        shape(1, 4),
+        prop::collection::vec(any::<u8>(), 4),
+        any::<u16>(),
+        common(),
+    )
+        .prop_map(|(flavor, data, shrink, pick, common)| {
+            let axis = pick as usize % data.len();
+            let indices: Vec<usize> = data
+                .iter()
+                .enumerate()
+                .map(|(d, &size)| {
+                    if d == axis {
+                        shrink[d] as usize % 5
+                    } else if flavor == Flavor::OpenvinoGatherElements6 {
+                        size
+                    } else {
+                        size - (shrink[d] as usize % (size + 1)).min(size)
+                            * (shrink[d] as usize % 2)
+                    }
+                })
+                .collect();
+            let axis = if pick % 2 == 0 {
+                axis as i64
+            } else {
+                axis as i64 - data.len() as i64
+            };
+            finish(Op::GatherElements { axis }, flavor, &data, &indices, common)
+        })
+}
+
+/// GatherND problems (ONNX, OpenVINO-5 and -8, TensorRT) with batch_dims.
+pub fn gather_nd_problem() -> impl Strategy<Value = Problem> {
+    let flavor = prop::sample::select(vec![
+        Flavor::Onnx,
+        Flavor::OpenvinoGatherNd5,
+        Flavor::OpenvinoGatherNd8,
+        Flavor::TensorRt,
+    ]);
+    (flavor, shape(1, 6), shape(0, 2), any::<u16>(), common()).prop_map(
+        |(flavor, data, extra, pick, common)| {
+            let r = data.len();
+            let b = pick as usize % r;
+            let depth = 1 + (pick as usize / 5) % (r - b);
+            let indices = [&data[..b], &extra[..], &[depth]].concat();
+            finish(
+                Op::GatherNd {
+                    batch_dims: b as i64,
+                },
+                flavor,
+                &data,
+                &indices,
+                common,
+            )
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gather_jit_matches_interpreter(problem in gather_problem()) {
+        problem.check()?;
+    }
+
+    #[test]
+    fn gather_elements_jit_matches_interpreter(problem in gather_elements_problem()) {
+        problem.check()?;
+    }
+
+    #[test]
+    fn gather_nd_jit_matches_interpreter(problem in gather_nd_problem()) {
+        problem.check()?;
+    }
+}
