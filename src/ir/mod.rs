@@ -148,7 +148,9 @@ impl Flavor {
     ///
     /// Where a spec and the reference disagree, this follows the reference (see
     /// `docs/semantics.md`): OpenVINO's Gather kernel, shared by versions 1, 7 and 8, wraps
-    /// negatives and zero-fills out-of-range slices; its GatherND wraps negatives.
+    /// negatives and zero-fills out-of-range slices; its GatherND wraps negatives. Its
+    /// GatherElements rejects negatives, as the GatherElements-6 spec says (the CPU plugin
+    /// wraps them; the reference and the spec are followed here).
     pub fn default_policy(self) -> IndexPolicy {
         use NegativeIndices::*;
         use OutOfRange::*;
@@ -158,7 +160,7 @@ impl Flavor {
                 (Wrap, Zero)
             }
             Flavor::OpenvinoGatherNd5 | Flavor::OpenvinoGatherNd8 => (Wrap, Error),
-            Flavor::OpenvinoGatherElements6 => (Wrap, Error),
+            Flavor::OpenvinoGatherElements6 => (Invalid, Error),
             Flavor::TensorRt => (Invalid, Error),
         };
         IndexPolicy {
