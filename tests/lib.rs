@@ -1,5 +1,7 @@
 //! The single integration-test binary: one module per concern.
 
 mod conformance;
+mod errors;
+mod interp_props;
 mod seeds;
 mod util;
