@@ -1,1 +1,90 @@
-fn main() {}
+//! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
+//! cold compile, a cache hit, a warm JIT call, the interpreter, a memcpy of the output's size
+//! and a fill of the output, with `Throughput::Bytes` of the output.
+//!
+//! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
+//! The interpreter is timed only where one call takes well under a second (it is the oracle,
+//! not a contender); the CLI's `bench` mode prints the ratios from one run.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use gather_jit::interp::interpret;
+use gather_jit::workloads::{Workload, model_cases, performance_cases, random_inputs};
+use gather_jit::{Kernel, KernelCache};
+
+/// Interpreter runs are skipped above this many output elements (S4 has 48M: minutes).
+const INTERPRETER_LIMIT: usize = 4_000_000;
+
+fn bench_workload(c: &mut Criterion, workload: &Workload) {
+    let sig = &workload.signature;
+    let validated = sig.validate().expect("benchmark signatures are valid");
+    let (data, indices) = random_inputs(&validated, 42);
+    let output_bytes = validated.output_len() * sig.dtype.size();
+    let mut output = vec![0u8; output_bytes];
+    let cache = KernelCache::new(16);
+    let kernel = cache.get(sig).expect("compiles");
+
+    let mut group = c.benchmark_group(workload.name);
+    group.throughput(Throughput::Bytes(output_bytes as u64));
+    if output_bytes > 16 << 20 {
+        group.sample_size(10);
+        group.measurement_time(Duration::from_secs(3));
+    }
+    group.bench_function("compile", |b| {
+        b.iter(|| Kernel::compile(black_box(sig)).expect("compiles"))
+    });
+    group.bench_function("cache_hit", |b| {
+        b.iter(|| cache.get(black_box(sig)).expect("cached"))
+    });
+    group.bench_function("jit", |b| {
+        b.iter(|| {
+            // SAFETY: buffers sized for the signature by `random_inputs` and `output_bytes`.
+            unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+                .expect("valid indices")
+        })
+    });
+    if validated.output_len() <= INTERPRETER_LIMIT {
+        group.bench_function("interpreter", |b| {
+            b.iter(|| interpret(black_box(&validated), &data, &indices).expect("valid"))
+        });
+    }
+    let source = vec![1u8; output_bytes];
+    group.bench_function("memcpy", |b| {
+        b.iter(|| output.copy_from_slice(black_box(&source)))
+    });
+    group.bench_function("fill", |b| b.iter(|| black_box(&mut output[..]).fill(0)));
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    for workload in performance_cases().iter().chain(&model_cases()) {
+        bench_workload(c, workload);
+    }
+    // Where the copy tiers switch: one Gather row copy per size.
+    let mut group = c.benchmark_group("copy_tier");
+    for row_bytes in [64usize, 256, 512, 1024, 4096] {
+        let sig = gather_jit::Signature::gather(&[4096, row_bytes / 4], &[1024], 0, 0);
+        let validated = sig.validate().expect("valid");
+        let (data, indices) = random_inputs(&validated, 7);
+        let mut output = vec![0u8; validated.output_len() * 4];
+        let kernel = Kernel::compile(&sig).expect("compiles");
+        group.throughput(Throughput::Bytes(output.len() as u64));
+        group.bench_with_input(
+            BenchmarkId::from_parameter(row_bytes),
+            &row_bytes,
+            |b, _| {
+                b.iter(|| {
+                    // SAFETY: buffers sized for the signature.
+                    unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+                        .expect("valid indices")
+                })
+            },
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(gather, benches);
+criterion_main!(gather);

@@ -38,6 +38,7 @@ pub mod interp;
 pub mod ir;
 mod kernel;
 pub mod specialize;
+pub mod workloads;
 
 use std::sync::Arc;
 

@@ -3,5 +3,7 @@
 mod conformance;
 mod errors;
 mod interp_props;
+mod jit;
+mod jit_props;
 mod seeds;
 mod util;

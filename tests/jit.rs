@@ -1,0 +1,379 @@
+//! The JIT through its public API: conformance vectors, the safe ndarray API, raw calls split
+//! into ranges, unaligned buffers, and the kernel cache under concurrency.
+
+use std::sync::{Arc, Barrier};
+
+use gather_jit::interp::interpret;
+use gather_jit::{
+    DType, Error, Flavor, IndexType, Kernel, KernelCache, Options, OutOfRange, Signature,
+    jit_gather, jit_gather_elements, jit_gather_nd,
+};
+use ndarray::{Array, ArrayD, IxDyn, array, s};
+
+use crate::conformance;
+
+#[test]
+fn every_conformance_case_passes_the_jit() {
+    let runner = |validated: &gather_jit::Validated, data: &[u8], indices: &[u8]| {
+        let kernel = Kernel::compile(validated.signature())?;
+        let mut output = vec![0u8; validated.output_len() * validated.signature().dtype.size()];
+        kernel.run_bytes(data, indices, &mut output)?;
+        Ok(output)
+    };
+    let count = conformance::run_all(&runner);
+    println!("conformance through the JIT: {count} cases passed");
+    assert_eq!(count, conformance::case_files().len());
+    assert!(count >= 15, "only {count} conformance cases found");
+}
+
+/// A one-line naive oracle for Gather axis 0 on a 2-D array.
+fn take_rows(data: &ArrayD<f32>, rows: &[i64]) -> Vec<f32> {
+    rows.iter()
+        .flat_map(|&r| data.slice(s![r as usize, ..]).to_vec())
+        .collect()
+}
+
+#[test]
+fn run_accepts_non_contiguous_views() {
+    let base = Array::from_shape_fn((6, 8), |(i, j)| (i * 10 + j) as f32).into_dyn();
+    // Every other column, transposed: strides that are neither C nor F order over `base`.
+    let view = base.slice(s![.., ..;2]).reversed_axes();
+    let view = view.as_standard_layout().to_owned(); // the oracle's copy
+    let kernel = jit_gather(&[4, 6], &[3], 0, 0, &Options::default()).expect("kernel");
+    let strided = base.slice(s![.., ..;2]).reversed_axes();
+    assert!(!strided.is_standard_layout());
+    let indices = array![3i64, 0, -1];
+    let out = kernel.run(strided, indices.view()).expect("runs");
+    assert_eq!(out.shape(), &[3, 6]);
+    let expected = take_rows(&view.into_dyn(), &[3, 0, 3]);
+    assert_eq!(out.iter().copied().collect::<Vec<_>>(), expected);
+
+    // Non-contiguous indices too.
+    let wide = array![[1i64, 9], [2, 9], [0, 9]];
+    let out = kernel
+        .run(base.slice(s![1..5, 1..7]), wide.slice(s![.., 0]))
+        .expect("runs");
+    let contiguous = base.slice(s![1..5, 1..7]).to_owned().into_dyn();
+    assert_eq!(
+        out.iter().copied().collect::<Vec<_>>(),
+        take_rows(&contiguous, &[1, 2, 0])
+    );
+}
+
+#[test]
+fn run_rejects_wrong_types_and_shapes() {
+    let kernel = jit_gather_nd(&[2, 2], &[2, 1], 0, &Options::default()).expect("kernel");
+    let data = array![[1.0f32, 2.0], [3.0, 4.0]];
+    let data_f64 = array![[1.0f64, 2.0], [3.0, 4.0]];
+    let idx = array![[1i64], [0]];
+    let idx_i32 = array![[1i32], [0]];
+    let err = kernel.run(data_f64.view(), idx.view()).unwrap_err();
+    assert!(matches!(
+        err,
+        Error::DTypeMismatch {
+            expected: DType::F32,
+            actual: DType::F64,
+            ..
+        }
+    ));
+    let err = kernel.run(data.view(), idx_i32.view()).unwrap_err();
+    assert!(matches!(err, Error::IndexTypeMismatch { .. }));
+    let err = kernel.run(data.t(), array![[1i64, 0]].view()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::BufferMismatch {
+                what: "indices",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut short = vec![0u8; 7];
+    let err = kernel
+        .run_bytes(&[0u8; 16], &[0u8; 16], &mut short)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("output: expected 16 bytes, got 7 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn typed_run_covers_half_and_bool() {
+    let options = Options {
+        dtype: DType::F16,
+        index_type: IndexType::U8,
+        ..Options::default()
+    };
+    let kernel = jit_gather_elements(&[2, 3], &[2, 3], 1, &options).expect("kernel");
+    let data = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]].mapv(half::f16::from_f32);
+    let idx = array![[2u8, 1, 0], [0, 0, 2]];
+    let out = kernel.run(data.view(), idx.view()).expect("runs");
+    let out: Vec<f32> = out.iter().map(|v| v.to_f32()).collect();
+    assert_eq!(out, vec![3.0, 2.0, 1.0, 4.0, 4.0, 6.0]);
+
+    let options = Options {
+        dtype: DType::Bool,
+        ..Options::default()
+    };
+    let kernel = jit_gather(&[4], &[3], 0, 0, &options).expect("kernel");
+    let out = kernel
+        .run(
+            array![true, false, false, true].view(),
+            array![3i64, 1, 0].view(),
+        )
+        .expect("runs");
+    assert_eq!(
+        out.iter().copied().collect::<Vec<_>>(),
+        vec![true, false, true]
+    );
+}
+
+/// Splitting the outer loop into ranges gives the same bytes as one call.
+#[test]
+fn call_range_pieces_equal_one_call() {
+    let sig =
+        Signature::gather(&[6, 12, 10, 24], &[5, 4], 1, 0).with_flavor(Flavor::OpenvinoGather8);
+    let validated = sig.validate().expect("valid");
+    let kernel = Kernel::compile(&sig).expect("kernel");
+    let data: Vec<u8> = (0..validated.data_len() * 4)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let indices: Vec<u8> = (0..20i64)
+        .flat_map(|i| ((i * 7) % 12 - 3).to_ne_bytes())
+        .collect();
+    let expected = interpret(&validated, &data, &indices).expect("interpreter");
+    let extent = kernel.outer_extent();
+    assert!(extent > 1, "the plan has a splittable outer loop");
+    let mut output = vec![0u8; expected.len()];
+    for start in (0..extent).step_by(2) {
+        let end = (start + 2).min(extent);
+        // SAFETY: buffers sized by the signature, disjoint, ranges within the outer extent.
+        unsafe {
+            kernel
+                .call_range(
+                    data.as_ptr(),
+                    indices.as_ptr(),
+                    output.as_mut_ptr(),
+                    start..end,
+                )
+                .expect("in range");
+        }
+    }
+    assert_eq!(output, expected);
+    // SAFETY: the range check fails before any pointer is used.
+    let err = unsafe {
+        kernel.call_range(
+            data.as_ptr(),
+            indices.as_ptr(),
+            output.as_mut_ptr(),
+            0..extent + 1,
+        )
+    };
+    assert!(matches!(
+        err,
+        Err(Error::BufferMismatch { what: "range", .. })
+    ));
+}
+
+/// The generated code assumes no alignment: every buffer starts at an odd address here.
+#[test]
+fn unaligned_buffers_work() {
+    for (sig, dtype) in [
+        (Signature::gather_nd(&[10, 7, 3], &[4, 2], 0), DType::F64),
+        (
+            Signature::gather_elements(&[9, 33], &[9, 33], 1),
+            DType::I32,
+        ),
+        (Signature::gather(&[300, 40], &[5], 0, 0), DType::U16),
+    ] {
+        let sig = sig.with_dtype(dtype).with_index_type(IndexType::I32);
+        let validated = sig.validate().expect("valid");
+        let kernel = Kernel::compile(&sig).expect("kernel");
+        let data_len = validated.data_len() * dtype.size();
+        let mut data = vec![0u8; data_len + 1];
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i * 13 % 256) as u8;
+        }
+        let mut indices = vec![0u8; validated.indices_len() * 4 + 1];
+        for k in 0..validated.indices_len() {
+            indices[1 + 4 * k..5 + 4 * k].copy_from_slice(&((k % 3) as i32).to_ne_bytes());
+        }
+        let mut output = vec![0u8; validated.output_len() * dtype.size() + 1];
+        kernel
+            .run_bytes(&data[1..], &indices[1..], &mut output[1..])
+            .expect("runs");
+        let expected = interpret(&validated, &data[1..], &indices[1..]).expect("interpreter");
+        assert_eq!(&output[1..], &expected[..], "{sig}");
+    }
+}
+
+#[test]
+fn index_error_names_position_and_value_and_stops() {
+    let sig = Signature::gather_nd(&[3, 4], &[3, 2], 0);
+    let kernel = Kernel::compile(&sig).expect("kernel");
+    let data = vec![0x11u8; 48];
+    let idx: Vec<u8> = [0i64, 1, 2, 3, 1, -5]
+        .iter()
+        .flat_map(|v| v.to_ne_bytes())
+        .collect();
+    let mut output = vec![0u8; 12];
+    let err = kernel.run_bytes(&data, &idx, &mut output).unwrap_err();
+    assert_eq!(
+        err,
+        Error::IndexOutOfRange {
+            op: gather_jit::OpName::GatherNd,
+            position: vec![2, 1],
+            value: -5,
+            data_dim: 1,
+            dim_size: 4,
+        }
+    );
+    // Slices before the bad tuple were written; the bad tuple's slice was not.
+    assert_eq!(&output[..8], &[0x11; 8]);
+    assert_eq!(&output[8..], &[0; 4]);
+}
+
+#[test]
+fn cache_compiles_each_signature_once_across_threads() {
+    let cache = Arc::new(KernelCache::new(64));
+    let threads = 8;
+    let barrier = Arc::new(Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let cache = Arc::clone(&cache);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                for round in 0..20 {
+                    let rows = 2 + (round + t) % 4;
+                    let sig = Signature::gather(&[rows, 3], &[2], 0, 0);
+                    let kernel = cache.get(&sig).expect("kernel");
+                    let data: Vec<f32> = (0..rows * 3).map(|v| v as f32).collect();
+                    let data = Array::from_shape_vec(IxDyn(&[rows, 3]), data).expect("shape");
+                    let out = kernel
+                        .run(data.view(), array![1i64, 0].view())
+                        .expect("runs");
+                    assert_eq!(
+                        out.iter().copied().collect::<Vec<_>>(),
+                        vec![3., 4., 5., 0., 1., 2.]
+                    );
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.compilations, 4, "{stats:?}");
+    assert_eq!(stats.misses, 4, "{stats:?}");
+    assert_eq!(stats.hits, 8 * 20 - 4, "{stats:?}");
+}
+
+#[test]
+fn cache_evicts_least_recently_used_and_held_kernels_stay_valid() {
+    let cache = KernelCache::new(2);
+    let sig = |n: usize| Signature::gather(&[n, 2], &[1], 0, 0);
+    let first = cache.get(&sig(2)).expect("kernel");
+    cache.get(&sig(3)).expect("kernel");
+    cache.get(&sig(2)).expect("hit refreshes 2");
+    cache.get(&sig(4)).expect("kernel evicts 3");
+    let stats = cache.stats();
+    assert_eq!((stats.entries, stats.evictions), (2, 1));
+    cache.get(&sig(2)).expect("still cached");
+    assert_eq!(cache.stats().compilations, 3);
+    cache.get(&sig(3)).expect("recompiled");
+    assert_eq!(cache.stats().compilations, 4);
+    cache.clear();
+    // `first` was evicted from the cache but is still callable.
+    let out = first
+        .run(
+            array![[1.0f32, 2.0], [3.0, 4.0]].view(),
+            array![1i64].view(),
+        )
+        .expect("runs");
+    assert_eq!(out.iter().copied().collect::<Vec<_>>(), vec![3.0, 4.0]);
+}
+
+#[test]
+fn invalid_signatures_do_not_enter_the_cache() {
+    let cache = KernelCache::new(8);
+    let err = cache
+        .get(&Signature::gather_nd(&[2, 2], &[2, 3], 0))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::IndexDepthOutOfRange {
+            depth: 3,
+            max: 2,
+            ..
+        }
+    ));
+    assert_eq!(cache.stats().entries, 0);
+}
+
+#[test]
+fn out_of_range_policies_through_the_public_api() {
+    let data = array![[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]];
+    let idx = array![2i64, 3, -1, -4];
+    let zero = Options {
+        policy: Some(gather_jit::IndexPolicy {
+            negative: gather_jit::NegativeIndices::Wrap,
+            out_of_range: OutOfRange::Zero,
+        }),
+        ..Options::default()
+    };
+    let out = jit_gather(&[3, 2], &[4], 0, 0, &zero)
+        .expect("kernel")
+        .run(data.view(), idx.view())
+        .expect("runs");
+    assert_eq!(
+        out.iter().copied().collect::<Vec<_>>(),
+        vec![5.0, 6.0, 0.0, 0.0, 5.0, 6.0, 0.0, 0.0]
+    );
+    let clamp = Options {
+        policy: Some(gather_jit::IndexPolicy {
+            negative: gather_jit::NegativeIndices::Invalid,
+            out_of_range: OutOfRange::Clamp,
+        }),
+        ..Options::default()
+    };
+    let out = jit_gather(&[3, 2], &[4], 0, 0, &clamp)
+        .expect("kernel")
+        .run(data.view(), idx.view())
+        .expect("runs");
+    assert_eq!(
+        out.iter().copied().collect::<Vec<_>>(),
+        vec![5.0, 6.0, 5.0, 6.0, 1.0, 2.0, 1.0, 2.0]
+    );
+}
+
+/// Slices of every copy tier (scalar, unrolled vectors, memcpy) and zero-fill tier.
+#[test]
+fn every_copy_tier_matches_the_interpreter() {
+    for inner in [1usize, 3, 4, 5, 8, 15, 16, 17, 64, 100, 128, 129, 200, 1000] {
+        for oob in [OutOfRange::Error, OutOfRange::Zero] {
+            let sig = Signature::gather(&[5, inner], &[7], 0, 0)
+                .with_dtype(DType::U8)
+                .with_out_of_range(oob);
+            let validated = sig.validate().expect("valid");
+            let data: Vec<u8> = (0..5 * inner).map(|i| (i * 7 % 253) as u8 + 1).collect();
+            let raw: [i64; 7] = if oob == OutOfRange::Zero {
+                [4, 0, 9, -1, 2, -6, 3]
+            } else {
+                [4, 0, 1, -1, 2, -5, 3]
+            };
+            let idx: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let expected = interpret(&validated, &data, &idx).expect("interpreter");
+            let mut out = vec![0xEEu8; expected.len()];
+            Kernel::compile(&sig)
+                .expect("kernel")
+                .run_bytes(&data, &idx, &mut out)
+                .expect("runs");
+            assert_eq!(out, expected, "inner {inner}, {oob:?}");
+        }
+    }
+}
