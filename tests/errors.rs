@@ -893,3 +893,59 @@ fn gather_elements6_rejects_negative_indices() {
     );
     assert_names(&e, &["index -1", "position [0, 1]"]);
 }
+
+/// The example messages of docs/semantics.md, verbatim: if a message changes, so must the doc.
+#[test]
+fn documented_messages() {
+    let cases: [(Error, &str); 11] = [
+        (
+            invalid(Signature::gather_nd(&[2, 2], &[2, 1], 0).with_flavor(Flavor::OpenvinoGather8)),
+            "GatherND: flavor openvino-gather8 does not define this operator",
+        ),
+        (
+            invalid(Signature::gather(&[2, 3], &[2], 1, 1)),
+            "Gather: flavor onnx does not support batch_dims=1 (only 0)",
+        ),
+        (
+            invalid(Signature::gather(&[], &[1], 0, 0)),
+            "Gather: data has rank 0, but at least 1 is required",
+        ),
+        (
+            invalid(Signature::gather(&[2, 3], &[1], 2, 0)),
+            "Gather: axis 2 is out of range for data of rank 2 (allowed -2..=1)",
+        ),
+        (
+            invalid(
+                Signature::gather(&[2, 3, 4], &[2, 3], 0, 1).with_flavor(Flavor::OpenvinoGather8),
+            ),
+            "Gather: batch_dims 1 must not exceed axis 0",
+        ),
+        (
+            invalid(Signature::gather_nd(&[2, 3], &[3, 1], 1)),
+            "GatherND: batch dims mismatch at dim 0: data has 2, indices have 3 (data [2, 3], indices [3, 1])",
+        ),
+        (
+            invalid(Signature::gather_nd(&[2, 3, 4], &[2, 3], 1)),
+            "GatherND: indices last dim 3 must be in 1..=2 (data rank minus batch_dims)",
+        ),
+        (
+            invalid(Signature::gather_elements(&[2, 3], &[2, 3, 1], 0)),
+            "GatherElements: data has rank 2 but indices have rank 3; they must be equal",
+        ),
+        (
+            invalid(Signature::gather_elements(&[3, 3], &[2, 4], 0)),
+            "GatherElements: indices dim 1 is 4 but data's is 3; it must be at most data's",
+        ),
+        (
+            invalid(Signature::gather(&[usize::MAX, 2, 0], &[1], 2, 0)),
+            "data of shape [18446744073709551615, 2, 0] has more elements or bytes than fit in memory",
+        ),
+        (
+            run_err(Signature::gather(&[3], &[2], 0, 0), &[1, 2, 3], &[0, 3]),
+            "Gather: index 3 at position [1] of indices is out of range for data dim 0 of size 3",
+        ),
+    ];
+    for (error, message) in cases {
+        assert_eq!(error.to_string(), message);
+    }
+}
