@@ -2,8 +2,8 @@
 //!
 //! Written straight from the specs' formulas, one output element at a time, with coordinates
 //! unravelled by hand. It shares nothing with the specialiser or the code generator (only the
-//! validated signature and [`IndexPolicy::resolve`], the one-line index rule), and is slow on
-//! purpose: it is meant to be obviously correct.
+//! validated signature and [`IndexPolicy::resolve`](crate::ir::IndexPolicy::resolve), the
+//! one-line index rule), and is slow on purpose: it is meant to be obviously correct.
 //!
 //! Error order: under [`OutOfRange::Error`] every index is checked, in row-major order of the
 //! indices tensor, before anything is gathered, and the first bad one is reported, whether or
