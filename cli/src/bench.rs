@@ -1,0 +1,233 @@
+//! `gather-jit bench`: per-call times of one kernel beside a memcpy of the output's size.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use gather_jit::{Kernel, KernelCache};
+use serde_json::json;
+
+use crate::failure::Result;
+use crate::opargs::{OpArgs, SignatureArgs};
+use crate::random::{self, XorShift};
+use crate::report::{bytes_moved, gbps, human_time, measure};
+
+/// Time a kernel on seeded random data with random valid indices.
+///
+/// Reports the compile time (validation, specialisation, Cranelift), the time of a cache hit,
+/// the median/min/max time per call, GB/s (output bytes read from data + indices read + output
+/// written, per second), and a memcpy of the output's size measured in the same run with the
+/// ratio of the two. Each sample times a batch of calls (enough for ~10 µs) and divides.
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128
+  gather-jit bench --op gather-nd --data-shape 1000x256x10x15 --indices-shape 25x125x3 --threads 2 --json")]
+pub struct BenchArgs {
+    #[command(flatten)]
+    op: OpArgs,
+    #[command(flatten)]
+    signature: SignatureArgs,
+    /// Split each call's outermost loop across N threads (Kernel::call_range); the memcpy is
+    /// split the same way
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Time budget of the kernel and of the memcpy measurement, each
+    #[arg(long, value_name = "MS", default_value_t = 300)]
+    time_ms: u64,
+    /// Seed of the random data and indices
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print one JSON object (times in nanoseconds) and nothing else on stdout
+    #[arg(long)]
+    json: bool,
+}
+
+/// Pointers handed to the worker threads of one call.
+#[derive(Clone, Copy)]
+struct Buffers {
+    data: *const u8,
+    indices: *const u8,
+    output: *mut u8,
+}
+
+// SAFETY: the pointers are only dereferenced by `Kernel::call_range` inside `run_split`, whose
+// scope outlives every thread, on disjoint output ranges (see the SAFETY comment there).
+unsafe impl Send for Buffers {}
+
+/// The `t`-th of `n` near-equal parts of `0..extent`.
+fn part(extent: u64, t: u64, n: u64) -> std::ops::Range<u64> {
+    let at = |k: u64| (extent as u128 * k as u128 / n as u128) as u64;
+    at(t)..at(t + 1)
+}
+
+/// One whole gather, its outermost loop split across `threads` scoped threads.
+fn run_split(
+    kernel: &Kernel,
+    data: &[u8],
+    indices: &[u8],
+    output: &mut [u8],
+    threads: u64,
+) -> gather_jit::Result<()> {
+    let threads = threads.min(kernel.outer_extent()).max(1);
+    if threads == 1 {
+        return kernel.run_bytes(data, indices, output);
+    }
+    let sig = kernel.signature();
+    let validated = kernel.validated();
+    assert_eq!(data.len(), validated.data_len() * sig.dtype.size());
+    assert_eq!(
+        indices.len(),
+        validated.indices_len() * sig.index_type.size()
+    );
+    assert_eq!(output.len(), validated.output_len() * sig.dtype.size());
+    let buffers = Buffers {
+        data: data.as_ptr(),
+        indices: indices.as_ptr(),
+        output: output.as_mut_ptr(),
+    };
+    let extent = kernel.outer_extent();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let range = part(extent, t, threads);
+                scope.spawn(move || {
+                    let b = buffers;
+                    // SAFETY: the buffer lengths match the signature (asserted above); the
+                    // slices are borrowed for the whole scope, `output` uniquely, so it
+                    // overlaps neither input; the ranges are disjoint parts of
+                    // 0..outer_extent, which write disjoint parts of the output.
+                    unsafe { kernel.call_range(b.data, b.indices, b.output, range) }
+                })
+            })
+            .collect();
+        // The scope joins every thread; the first error is reported.
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().expect("a kernel thread panicked"))
+    })
+}
+
+/// `src` copied into `dst`, split across `threads` scoped threads like the kernel.
+fn memcpy_split(src: &[u8], dst: &mut [u8], threads: u64) {
+    if threads <= 1 || dst.is_empty() {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let chunk = dst.len().div_ceil(threads as usize);
+    std::thread::scope(|scope| {
+        for (d, s) in dst.chunks_mut(chunk).zip(src.chunks(chunk)) {
+            scope.spawn(move || d.copy_from_slice(s));
+        }
+    });
+}
+
+/// Runs `gather-jit bench`.
+///
+/// # Errors
+/// An invalid signature, no valid index (status 2).
+pub fn main(args: &BenchArgs) -> Result<()> {
+    let sig = args.signature.signature(&args.op)?;
+    let validated = sig.validate()?;
+    let mut rng = XorShift::new(args.seed);
+    let data = random::bytes(validated.data_len() * sig.dtype.size(), &mut rng);
+    let indices = random::valid_indices(&validated, &mut rng)?;
+    let output_bytes = validated.output_len() * sig.dtype.size();
+    let budget = Duration::from_millis(args.time_ms);
+
+    let cache = KernelCache::new(16);
+    let started = Instant::now();
+    let kernel = cache.get(&sig)?;
+    let compile = started.elapsed();
+    let cache_hit = measure(budget.min(Duration::from_millis(50)), || {
+        black_box(cache.get(black_box(&sig)).is_ok());
+    });
+
+    let threads = u64::from(args.threads);
+    let threads_used = threads.min(kernel.outer_extent()).max(1);
+    let mut output = vec![0u8; output_bytes];
+    run_split(&kernel, &data, &indices, &mut output, threads)?;
+    let jit = measure(budget, || {
+        // The first call succeeded on these buffers, so every later one does too.
+        let _ = run_split(&kernel, &data, &indices, black_box(&mut output), threads);
+    });
+    let source = random::bytes(output_bytes, &mut rng);
+    let mut copy = vec![0u8; output_bytes];
+    let memcpy = measure(budget, || {
+        memcpy_split(black_box(&source), black_box(&mut copy), threads_used);
+    });
+
+    let moved = bytes_moved(&sig, validated.output_len());
+    let ns = |x: f64| Duration::from_nanos(x.round() as u64);
+    let jit_gbps = gbps(moved, ns(jit.median));
+    let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
+    let ratio = if memcpy.median > 0.0 {
+        jit.median / memcpy.median
+    } else {
+        0.0
+    };
+    if args.json {
+        let out = json!({
+            "signature": sig.to_string(),
+            "op": sig.op.to_string(),
+            "flavor": sig.flavor.name(),
+            "dtype": sig.dtype.name(),
+            "index_type": sig.index_type.name(),
+            "data_shape": sig.data_shape,
+            "indices_shape": sig.indices_shape,
+            "output_shape": validated.output_shape(),
+            "seed": args.seed,
+            "threads": args.threads,
+            "threads_used": threads_used,
+            "outer_extent": kernel.outer_extent(),
+            "code_bytes": kernel.code_bytes(),
+            "compile_ns": compile.as_nanos() as u64,
+            "kernel_compile_ns": kernel.compile_time().as_nanos() as u64,
+            "cache_hit_ns": cache_hit.median,
+            "samples": jit.samples,
+            "calls_per_sample": jit.calls_per_sample,
+            "median_ns": jit.median,
+            "min_ns": jit.min,
+            "max_ns": jit.max,
+            "bytes_moved": moved,
+            "gbps": jit_gbps,
+            "memcpy_bytes": output_bytes,
+            "memcpy_ns": memcpy.median,
+            "memcpy_min_ns": memcpy.min,
+            "memcpy_gbps": memcpy_gbps,
+            "ratio_to_memcpy": ratio,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("signature     {sig}");
+    println!("output shape  {:?}", validated.output_shape());
+    println!(
+        "compile       {} (cache hit {})",
+        human_time(compile),
+        human_time(ns(cache_hit.median))
+    );
+    println!(
+        "per call      median {}, min {}, max {} ({} samples x {} calls, {} thread{})",
+        human_time(ns(jit.median)),
+        human_time(ns(jit.min)),
+        human_time(ns(jit.max)),
+        jit.samples,
+        jit.calls_per_sample,
+        threads_used,
+        if threads_used == 1 { "" } else { "s" }
+    );
+    println!("throughput    {jit_gbps:.2} GB/s ({moved} bytes moved per call)");
+    println!(
+        "memcpy        median {} for {output_bytes} bytes ({memcpy_gbps:.2} GB/s)",
+        human_time(ns(memcpy.median))
+    );
+    println!("jit / memcpy  {ratio:.2}");
+    if threads_used < threads {
+        eprintln!(
+            "note: the outermost loop has {} iteration(s), so {} thread(s) were used",
+            kernel.outer_extent(),
+            threads_used
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `gather-jit explain`: what one signature compiles to.
+
+use clap::Args;
+use gather_jit::Kernel;
+use serde_json::json;
+
+use crate::failure::Result;
+use crate::opargs::{OpArgs, SignatureArgs};
+use crate::report::{human_time, nanos};
+
+/// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code size.
+///
+/// The plan is the loop nest after specialisation: every extent and byte stride a constant,
+/// extent-1 loops dropped and contiguous loops merged. The Cranelift IR is the function before
+/// Cranelift's optimisations. (This build has no disassembler; the code size is printed.)
+#[derive(Args, Debug)]
+#[command(after_help = "Examples:
+  gather-jit explain --op gather-nd --data-shape 2x3x4 --indices-shape 2x1 --dtype f32 --index-type i64
+  gather-jit explain --flavor openvino-gather1 --axis 1 --data-shape 6x12x10x24 --indices-shape 15x4x20x28 --json")]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    op: OpArgs,
+    #[command(flatten)]
+    signature: SignatureArgs,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `gather-jit explain`.
+///
+/// # Errors
+/// An invalid signature (status 2).
+pub fn main(args: &ExplainArgs) -> Result<()> {
+    let sig = args.signature.signature(&args.op)?;
+    let kernel = Kernel::compile(&sig)?;
+    let plan = kernel.plan();
+    let clif = kernel.clif()?;
+    let validated = kernel.validated();
+    if args.json {
+        let loops: Vec<_> = plan
+            .loops
+            .iter()
+            .map(|l| {
+                json!({
+                    "extent": l.extent,
+                    "data_stride": l.data_stride,
+                    "indices_stride": l.indices_stride,
+                    "output_stride": l.output_stride,
+                })
+            })
+            .collect();
+        let coordinates: Vec<_> = plan
+            .lookup
+            .coordinates
+            .iter()
+            .map(|c| {
+                json!({
+                    "index_offset": c.index_offset,
+                    "dim_size": c.dim_size,
+                    "data_stride": c.data_stride,
+                })
+            })
+            .collect();
+        let out = json!({
+            "signature": sig.to_string(),
+            "op": sig.op.to_string(),
+            "flavor": sig.flavor.name(),
+            "policy": sig.policy.to_string(),
+            "dtype": sig.dtype.name(),
+            "index_type": sig.index_type.name(),
+            "data_shape": sig.data_shape,
+            "indices_shape": sig.indices_shape,
+            "output_shape": validated.output_shape(),
+            "resolved_op": format!("{:?}", validated.op()),
+            "plan": {
+                "text": plan.to_string(),
+                "loops": loops,
+                "coordinates": coordinates,
+                "slice_bytes": plan.lookup.slice_bytes,
+                "lookups": plan.lookups(),
+                "data_bytes": plan.data_bytes,
+                "indices_bytes": plan.indices_bytes,
+                "output_bytes": plan.output_bytes,
+            },
+            "outer_extent": kernel.outer_extent(),
+            "clif": clif,
+            "code_bytes": kernel.code_bytes(),
+            "compile_ns": nanos(kernel.compile_time()),
+            "disassembly": null,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!("signature:     {sig}");
+    println!("resolved:      {:?}", validated.op());
+    println!("output shape:  {:?}", validated.output_shape());
+    println!("compile time:  {}", human_time(kernel.compile_time()));
+    println!(
+        "machine code:  {} bytes (no disassembler in this build)",
+        kernel.code_bytes()
+    );
+    println!();
+    println!("{plan}");
+    println!();
+    println!("Cranelift IR (before optimisation):");
+    print!("{clif}");
+    if !clif.ends_with('\n') {
+        println!();
+    }
+    Ok(())
+}

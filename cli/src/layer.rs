@@ -1,0 +1,714 @@
+//! `gather-jit layer`: the Gather, GatherND and GatherElements layers of an OpenVINO IR file.
+//!
+//! The file may be a whole model (`<net>` with `<layers>` and `<edges>`) or bare `<layer>`
+//! elements as the OpenVINO op specs print them, several in one file without a root element.
+//! Before parsing, the text is wrapped in one root element, an XML declaration is blanked out,
+//! and tokens in a start tag that are not attributes (the spec's `<layer id="1" type="Gather"
+//! ...>`) are blanked out too; byte offsets are kept, so line numbers in messages are the
+//! file's own.
+//!
+//! Gather's axis is its third input (port 2), a constant. It is taken from, in order: a `<data
+//! axis="..."/>` attribute (IR v7), a comment `<!-- axis = N -->` inside or right after that
+//! port (as the Gather-1 spec writes it), the `Const` layer feeding the port in a whole model
+//! (its value read from the `.bin` file beside the `.xml`), and finally `--axis`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use gather_jit::{DType, Flavor, IndexType, Op, Signature};
+use roxmltree::{Document, Node, ParsingOptions};
+
+use crate::failure::{Failure, Result};
+use crate::opargs::{dtype_parser, index_type_parser};
+use crate::random::{self, XorShift};
+use crate::report::{self, Case, shape_text};
+
+/// Check and run the gather layers of an OpenVINO IR XML file.
+///
+/// Finds every Gather, GatherND and GatherElements layer (a whole model, or bare `<layer>`
+/// elements as in the OpenVINO op specs), checks that the output dims the file declares equal
+/// the inferred ones (a mismatch exits with status 2), then compiles and runs each layer on
+/// seeded random data with random valid indices through the JIT and the interpreter and prints
+/// the same table as `demo`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Gather's axis (input port 2) comes from a `<data axis>` attribute, a comment
+`<!-- axis = N -->` at the port, the Const layer feeding it (value read from FILE.bin), or
+else --axis.
+
+Examples:
+  gather-jit layer examples/seed_layers.xml
+  gather-jit layer model.xml --axis 0 --json"
+)]
+pub struct LayerArgs {
+    /// The IR file (`model.xml`, or a file of bare `<layer>` elements)
+    pub file: PathBuf,
+    /// Axis of Gather layers whose axis the file does not give
+    #[arg(long, allow_negative_numbers = true)]
+    pub axis: Option<i64>,
+    /// Element type of data for ports without a `precision`
+    #[arg(long, default_value = "f32", value_parser = dtype_parser())]
+    pub dtype: DType,
+    /// Index type for ports without a `precision`
+    #[arg(long, default_value = "i64", value_parser = index_type_parser())]
+    pub index_type: IndexType,
+    /// Seed of the random data and indices
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Print the rows as a JSON array (times in nanoseconds) instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What to assume where the file says nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Defaults {
+    /// Axis of Gather layers without one.
+    pub axis: Option<i64>,
+    /// Data type of ports without a precision.
+    pub dtype: DType,
+    /// Index type of ports without a precision.
+    pub index_type: IndexType,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults {
+            axis: None,
+            dtype: DType::F32,
+            index_type: IndexType::I64,
+        }
+    }
+}
+
+/// One gather layer read from the file.
+#[derive(Clone, Debug)]
+pub struct LayerSpec {
+    /// E.g. `GatherND-8 (line 3)`.
+    pub label: String,
+    /// The signature built from type, version, attributes and port dims.
+    pub signature: Signature,
+    /// The output dims the file declares, if it has an output port.
+    pub declared_output: Option<Vec<usize>>,
+}
+
+impl LayerSpec {
+    /// The layer on random data and random valid indices.
+    ///
+    /// # Errors
+    /// An invalid signature, or no valid index (an empty indexed dim).
+    pub fn random_case(&self, rng: &mut XorShift) -> Result<Case> {
+        let validated = self
+            .signature
+            .validate()
+            .map_err(|e| Failure::from(e).context(&self.label))?;
+        let data_len = validated.data_len() * self.signature.dtype.size();
+        Ok(Case {
+            label: self.label.clone(),
+            signature: self.signature.clone(),
+            data: random::bytes(data_len, rng),
+            indices: random::valid_indices(&validated, rng).map_err(|e| e.context(&self.label))?,
+            expected: None,
+        })
+    }
+
+    /// Validates the signature and compares the declared output dims with the inferred ones.
+    ///
+    /// # Errors
+    /// The validation error, or the mismatch, naming the layer.
+    pub fn check(&self) -> Result<()> {
+        let validated = self
+            .signature
+            .validate()
+            .map_err(|e| Failure::from(e).context(&self.label))?;
+        match &self.declared_output {
+            Some(declared) if declared != validated.output_shape() => Err(Failure::usage(format!(
+                "{}: the file declares output dims {} but {} gives {}",
+                self.label,
+                shape_text(declared),
+                self.signature.op,
+                shape_text(validated.output_shape())
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The gather layers of a file and what was assumed while reading it.
+pub struct Parsed {
+    /// The layers, in file order.
+    pub layers: Vec<LayerSpec>,
+    /// Things worth telling the user (e.g. a version that was not given).
+    pub notes: Vec<String>,
+}
+
+/// Runs `gather-jit layer`.
+///
+/// # Errors
+/// An unreadable or invalid file, no gather layer, an invalid layer or a declared output that
+/// differs (status 2); a disagreement (status 1).
+pub fn main(args: &LayerArgs) -> Result<()> {
+    let text =
+        std::fs::read_to_string(&args.file).map_err(|e| Failure::io("read", &args.file, e))?;
+    let bin = std::fs::read(bin_path(&args.file)).ok();
+    let defaults = Defaults {
+        axis: args.axis,
+        dtype: args.dtype,
+        index_type: args.index_type,
+    };
+    let parsed =
+        parse(&text, bin.as_deref(), Some(defaults)).map_err(|e| e.context(args.file.display()))?;
+    for note in &parsed.notes {
+        eprintln!("note: {note}");
+    }
+    if parsed.layers.is_empty() {
+        return Err(Failure::usage(format!(
+            "{}: no Gather, GatherND or GatherElements layer found",
+            args.file.display()
+        )));
+    }
+    let problems: Vec<Failure> = parsed
+        .layers
+        .iter()
+        .filter_map(|l| l.check().err())
+        .collect();
+    if let Some((last, rest)) = problems.split_last() {
+        for problem in rest {
+            eprintln!("error: {}", problem.one_line());
+        }
+        return Err(Failure::usage(last.one_line()));
+    }
+    let mut rng = XorShift::new(args.seed);
+    let rows = parsed
+        .layers
+        .iter()
+        .map(|layer| report::run_case(&layer.random_case(&mut rng)?))
+        .collect::<Result<Vec<_>>>()?;
+    report::finish(&rows, args.json)
+}
+
+/// Reads the gather layers of IR text. `bin` is the model's weights file, for axis constants.
+///
+/// # Errors
+/// Malformed XML, or a gather layer whose type, version, attributes or ports cannot be read.
+pub fn parse(text: &str, bin: Option<&[u8]>, defaults: Option<Defaults>) -> Result<Parsed> {
+    let defaults = defaults.unwrap_or_default();
+    let mut notes = Vec::new();
+    let wrapped = prepare(text, &mut notes);
+    let options = ParsingOptions {
+        allow_dtd: false,
+        ..ParsingOptions::default()
+    };
+    let doc = Document::parse_with_options(&wrapped, options)
+        .map_err(|e| Failure::usage(format!("not well-formed XML: {e}")))?;
+    let model = Model::new(&doc, bin);
+    let mut layers = Vec::new();
+    for node in doc.descendants().filter(|n| n.has_tag_name("layer")) {
+        let Some(kind) = node.attribute("type") else {
+            continue;
+        };
+        if !matches!(kind, "Gather" | "GatherND" | "GatherElements") {
+            continue;
+        }
+        let line = doc.text_pos_at(node.range().start).row;
+        let layer = read_layer(node, kind, &model, &defaults, &mut notes)
+            .map_err(|e| e.context(format!("{kind} layer at line {line}")))?;
+        let label = match node.attribute("name") {
+            Some(name) => format!("{} '{name}'", layer.0),
+            None => format!("{} (line {line})", layer.0),
+        };
+        layers.push(LayerSpec {
+            label,
+            signature: layer.1,
+            declared_output: layer.2,
+        });
+    }
+    Ok(Parsed { layers, notes })
+}
+
+/// The tag the text is wrapped in, so that several top-level elements parse.
+const WRAPPER: &str = "gather-jit-file";
+
+/// Wraps `text` in one root element and blanks out what would stop it parsing (an XML
+/// declaration or DOCTYPE, and non-attribute tokens in start tags), keeping byte offsets.
+fn prepare(text: &str, notes: &mut Vec<String>) -> String {
+    let bytes = text.as_bytes();
+    let mut out = bytes.to_vec();
+    let blank = |out: &mut Vec<u8>, range: std::ops::Range<usize>| {
+        for b in &mut out[range] {
+            if *b != b'\n' && *b != b'\r' {
+                *b = b' ';
+            }
+        }
+    };
+    let find = |from: usize, pat: &[u8]| -> usize {
+        bytes[from..]
+            .windows(pat.len())
+            .position(|w| w == pat)
+            .map_or(bytes.len(), |p| from + p + pat.len())
+    };
+    let line_of = |at: usize| bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &bytes[i..];
+        if rest.starts_with(b"<!--") {
+            i = find(i + 4, b"-->");
+        } else if rest.starts_with(b"<![CDATA[") {
+            i = find(i + 9, b"]]>");
+        } else if rest.starts_with(b"<?") {
+            let end = find(i + 2, b"?>");
+            if rest.starts_with(b"<?xml") && rest.get(5).is_some_and(u8::is_ascii_whitespace) {
+                // The declaration may only open a document; after the wrapper it would not.
+                blank(&mut out, i..end);
+            }
+            i = end;
+        } else if rest.starts_with(b"<!") {
+            // A DOCTYPE (without internal subset): not allowed inside the wrapper either.
+            let end = find(i + 2, b">");
+            blank(&mut out, i..end);
+            i = end;
+        } else if rest.starts_with(b"</") {
+            i = find(i + 2, b">");
+        } else {
+            i = start_tag(bytes, i + 1, &mut |range| {
+                notes.push(format!(
+                    "line {}: ignored '{}' in a start tag",
+                    line_of(range.start),
+                    String::from_utf8_lossy(&bytes[range.clone()])
+                ));
+                blank(&mut out, range);
+            });
+        }
+    }
+    let body = String::from_utf8(out).expect("only ASCII bytes were replaced, by spaces");
+    format!("<{WRAPPER}>{body}</{WRAPPER}>")
+}
+
+/// Walks a start tag from just after its `<`, calling `junk` with each token that is not an
+/// attribute (`name="value"`); returns the index after the tag.
+fn start_tag(bytes: &[u8], mut i: usize, junk: &mut dyn FnMut(std::ops::Range<usize>)) -> usize {
+    let is_name = |b: u8| b.is_ascii_alphanumeric() || b"_-.:".contains(&b) || b >= 0x80;
+    while i < bytes.len() && is_name(bytes[i]) {
+        i += 1;
+    }
+    loop {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        match bytes.get(i) {
+            None => return i,
+            Some(b'>') => return i + 1,
+            Some(b'/') if bytes.get(i + 1) == Some(&b'>') => return i + 2,
+            _ => {}
+        }
+        // An attribute is a name, optional spaces, `=`, optional spaces and a quoted value.
+        let start = i;
+        let mut j = i;
+        while j < bytes.len() && is_name(bytes[j]) {
+            j += 1;
+        }
+        let name_end = j;
+        while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if name_end > start && bytes.get(j) == Some(&b'=') {
+            j += 1;
+            while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if let Some(&quote @ (b'"' | b'\'')) = bytes.get(j) {
+                let close = bytes[j + 1..].iter().position(|&b| b == quote);
+                i = close.map_or(bytes.len(), |p| j + 1 + p + 1);
+                continue;
+            }
+        }
+        // Not an attribute: blank the token up to the next space or end of tag.
+        let mut end = start;
+        while end < bytes.len()
+            && !bytes[end].is_ascii_whitespace()
+            && bytes[end] != b'>'
+            && !(bytes[end] == b'/' && bytes.get(end + 1) == Some(&b'>'))
+        {
+            end += 1;
+        }
+        let end = end.max(start + 1);
+        junk(start..end);
+        i = end;
+    }
+}
+
+/// The parts of a whole model that gather layers refer to: edges, layers by id, weights.
+struct Model<'a, 'input> {
+    /// `(to-layer, to-port)` -> `(from-layer, from-port)`.
+    edges: HashMap<(&'a str, &'a str), (&'a str, &'a str)>,
+    /// Layers by id (the first one, where bare spec layers repeat an id).
+    layers: HashMap<&'a str, Node<'a, 'input>>,
+    bin: Option<&'a [u8]>,
+}
+
+impl<'a, 'input> Model<'a, 'input> {
+    fn new(doc: &'a Document<'input>, bin: Option<&'a [u8]>) -> Model<'a, 'input> {
+        let mut edges = HashMap::new();
+        let mut layers = HashMap::new();
+        for node in doc.descendants() {
+            if node.has_tag_name("edge") {
+                let attr = |name| node.attribute(name).unwrap_or("");
+                edges.insert(
+                    (attr("to-layer"), attr("to-port")),
+                    (attr("from-layer"), attr("from-port")),
+                );
+            } else if node.has_tag_name("layer")
+                && let Some(id) = node.attribute("id")
+            {
+                layers.entry(id).or_insert(node);
+            }
+        }
+        Model { edges, layers, bin }
+    }
+
+    /// The value of the `Const` layer feeding `port` of `layer`, read from the weights.
+    fn const_input(&self, layer: Node, port: Node) -> Result<Option<i64>> {
+        let (Some(layer_id), Some(port_id)) = (layer.attribute("id"), port.attribute("id")) else {
+            return Ok(None);
+        };
+        let Some(&(from, _)) = self.edges.get(&(layer_id, port_id)) else {
+            return Ok(None);
+        };
+        let Some(source) = self.layers.get(from) else {
+            return Ok(None);
+        };
+        if source.attribute("type") != Some("Const") {
+            return Err(Failure::usage(format!(
+                "the axis input comes from layer {from} of type {}, not a Const",
+                source.attribute("type").unwrap_or("?")
+            )));
+        }
+        let data = child(*source, "data");
+        let attr = |name| data.and_then(|d| d.attribute(name));
+        let element = attr("element_type").unwrap_or("i64");
+        let size = match element {
+            "i64" | "u64" => 8,
+            "i32" | "u32" => 4,
+            other => {
+                return Err(Failure::usage(format!(
+                    "the axis Const (layer {from}) has element type {other}, not an integer"
+                )));
+            }
+        };
+        let offset: Option<usize> = attr("offset").and_then(|o| o.parse().ok());
+        let (Some(bin), Some(offset)) = (self.bin, offset) else {
+            return Err(Failure::usage(format!(
+                "the axis is Const layer {from}, whose value is in the .bin file beside the .xml, which was not found (or pass --axis)"
+            )));
+        };
+        let bytes = bin.get(offset..offset + size).ok_or_else(|| {
+            Failure::usage(format!(
+                "the .bin file is too short for the axis Const (layer {from}) at offset {offset}"
+            ))
+        })?;
+        // IR weights are little-endian.
+        Ok(Some(if size == 8 {
+            i64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+        } else if element == "i32" {
+            i32::from_le_bytes(bytes.try_into().expect("4 bytes")) as i64
+        } else {
+            u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as i64
+        }))
+    }
+}
+
+fn child<'a, 'input>(node: Node<'a, 'input>, tag: &str) -> Option<Node<'a, 'input>> {
+    node.children().find(|n| n.has_tag_name(tag))
+}
+
+fn ports<'a, 'input>(node: Node<'a, 'input>, tag: &str) -> Vec<Node<'a, 'input>> {
+    child(node, tag)
+        .map(|n| n.children().filter(|p| p.has_tag_name("port")).collect())
+        .unwrap_or_default()
+}
+
+/// A layer's display name, signature and declared output dims.
+fn read_layer(
+    node: Node,
+    kind: &str,
+    model: &Model,
+    defaults: &Defaults,
+    notes: &mut Vec<String>,
+) -> Result<(String, Signature, Option<Vec<usize>>)> {
+    let version = node.attribute("version");
+    let data_attrs = child(node, "data");
+    let attr = |name: &str| -> Result<Option<i64>> {
+        data_attrs
+            .and_then(|d| d.attribute(name))
+            .map(|v| {
+                v.trim().parse::<i64>().map_err(|_| {
+                    Failure::usage(format!("attribute {name}=\"{v}\" is not an integer"))
+                })
+            })
+            .transpose()
+    };
+    let flavor = flavor_of(kind, version, attr("batch_dims")?.is_some(), notes)?;
+    let inputs = ports(node, "input");
+    if inputs.len() < 2 {
+        return Err(Failure::usage(format!(
+            "expected at least 2 input ports (data, indices), found {}",
+            inputs.len()
+        )));
+    }
+    let data_shape = port_dims(inputs[0])?;
+    let indices_shape = port_dims(inputs[1])?;
+    let op = match kind {
+        "Gather" => {
+            let axis = match attr("axis")? {
+                Some(axis) => axis,
+                None => gather_axis(node, inputs.get(2).copied(), model, defaults)?,
+            };
+            Op::Gather {
+                axis,
+                batch_dims: attr("batch_dims")?.unwrap_or(0),
+            }
+        }
+        "GatherElements" => Op::GatherElements {
+            axis: attr("axis")?
+                .ok_or_else(|| Failure::usage("GatherElements needs <data axis=\"...\"/>"))?,
+        },
+        _ => Op::GatherNd {
+            batch_dims: attr("batch_dims")?.unwrap_or(0),
+        },
+    };
+    let dtype = match precision(inputs[0])? {
+        Some(dtype) => dtype,
+        None => defaults.dtype,
+    };
+    let index_type = match precision(inputs[1])? {
+        Some(t) => IndexType::from_name(t.name()).ok_or_else(|| {
+            Failure::usage(format!(
+                "the indices port has precision {t}, not an integer type"
+            ))
+        })?,
+        None => defaults.index_type,
+    };
+    let declared = match ports(node, "output").first() {
+        Some(port) => Some(port_dims(*port)?),
+        None => None,
+    };
+    let signature = Signature::new(op, &data_shape, &indices_shape)
+        .with_flavor(flavor)
+        .with_dtype(dtype)
+        .with_index_type(index_type);
+    Ok((versioned_name(flavor).to_string(), signature, declared))
+}
+
+/// The flavor of a layer from its type and `version="opsetN"` (the op version current in
+/// opset N). Without a version: Gather-1 (Gather-8 if it has batch_dims), GatherND-8,
+/// GatherElements-6, with a note.
+fn flavor_of(
+    kind: &str,
+    version: Option<&str>,
+    has_batch_dims: bool,
+    notes: &mut Vec<String>,
+) -> Result<Flavor> {
+    let Some(version) = version else {
+        let flavor = match kind {
+            "Gather" if has_batch_dims => Flavor::OpenvinoGather8,
+            "Gather" => Flavor::OpenvinoGather1,
+            "GatherND" => Flavor::OpenvinoGatherNd8,
+            _ => Flavor::OpenvinoGatherElements6,
+        };
+        notes.push(format!(
+            "a {kind} layer has no version attribute; read as {}",
+            versioned_name(flavor)
+        ));
+        return Ok(flavor);
+    };
+    let opset: Option<u32> = version.strip_prefix("opset").and_then(|n| n.parse().ok());
+    let flavor = match (kind, opset) {
+        ("Gather", Some(1..=6)) => Flavor::OpenvinoGather1,
+        ("Gather", Some(7)) => Flavor::OpenvinoGather7,
+        ("Gather", Some(8..)) => Flavor::OpenvinoGather8,
+        ("GatherND", Some(5..=7)) => Flavor::OpenvinoGatherNd5,
+        ("GatherND", Some(8..)) => Flavor::OpenvinoGatherNd8,
+        ("GatherElements", Some(6..)) => Flavor::OpenvinoGatherElements6,
+        _ => {
+            return Err(Failure::usage(format!(
+                "version \"{version}\" of {kind} is not known (Gather: opset1 on, GatherND: opset5 on, GatherElements: opset6 on)"
+            )));
+        }
+    };
+    Ok(flavor)
+}
+
+/// `Gather-8`, `GatherND-5`, ... for an OpenVINO flavor.
+fn versioned_name(flavor: Flavor) -> &'static str {
+    match flavor {
+        Flavor::OpenvinoGather1 => "Gather-1",
+        Flavor::OpenvinoGather7 => "Gather-7",
+        Flavor::OpenvinoGather8 => "Gather-8",
+        Flavor::OpenvinoGatherNd5 => "GatherND-5",
+        Flavor::OpenvinoGatherNd8 => "GatherND-8",
+        Flavor::OpenvinoGatherElements6 => "GatherElements-6",
+        other => other.name(),
+    }
+}
+
+/// Gather's axis from its third input: a comment at the port, the Const feeding it, `--axis`.
+fn gather_axis(layer: Node, port: Option<Node>, model: &Model, defaults: &Defaults) -> Result<i64> {
+    if let Some(port) = port {
+        if let Some(axis) = axis_comment(port) {
+            return Ok(axis);
+        }
+        match model.const_input(layer, port) {
+            Ok(Some(axis)) => return Ok(axis),
+            Ok(None) => {}
+            // An unreadable constant: --axis, if given, stands in for it.
+            Err(e) => return defaults.axis.ok_or(e),
+        }
+    }
+    defaults.axis.ok_or_else(|| {
+        Failure::usage(
+            "the axis (input port 2) is not given: add a comment <!-- axis = N --> after the port, or pass --axis N",
+        )
+    })
+}
+
+/// `N` from a comment `axis = N` (or `axis: N`) inside `port` or right after it, before the
+/// next element.
+fn axis_comment(port: Node) -> Option<i64> {
+    let inside = port.children();
+    let after = port.next_siblings().skip(1).take_while(|n| !n.is_element());
+    inside
+        .chain(after)
+        .filter(|n| n.is_comment())
+        .find_map(|n| parse_axis_comment(n.text()?))
+}
+
+fn parse_axis_comment(text: &str) -> Option<i64> {
+    let rest = text.trim().strip_prefix("axis")?.trim_start();
+    let rest = rest.strip_prefix(['=', ':'])?.trim();
+    let end = rest
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
+        .map_or(rest.len(), |(i, _)| i);
+    rest[..end].parse().ok()
+}
+
+/// The `<dim>`s of a port (none: a scalar).
+fn port_dims(port: Node) -> Result<Vec<usize>> {
+    port.children()
+        .filter(|n| n.has_tag_name("dim"))
+        .map(|dim| {
+            let text = dim.text().unwrap_or("").trim();
+            text.parse::<usize>().map_err(|_| {
+                Failure::usage(format!(
+                    "port {} has dim '{text}': only static non-negative dims can be compiled",
+                    port.attribute("id").unwrap_or("?")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The element type a port's `precision` (or `element_type`) names, if any.
+fn precision(port: Node) -> Result<Option<DType>> {
+    let Some(text) = port
+        .attribute("precision")
+        .or_else(|| port.attribute("element_type"))
+    else {
+        return Ok(None);
+    };
+    let lower = text.to_ascii_lowercase();
+    let name = match lower.as_str() {
+        "fp16" => "f16",
+        "fp32" => "f32",
+        "fp64" => "f64",
+        "boolean" => "bool",
+        other => other,
+    };
+    DType::from_name(name).map(Some).ok_or_else(|| {
+        Failure::usage(format!(
+            "port {} has precision {text}, which gather-jit does not support",
+            port.attribute("id").unwrap_or("?")
+        ))
+    })
+}
+
+/// The path of the weights file beside `xml`.
+fn bin_path(xml: &Path) -> PathBuf {
+    xml.with_extension("bin")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEEDS: &str = include_str!("../../examples/seed_layers.xml");
+
+    #[test]
+    fn seed_file_has_four_layers_with_their_declared_outputs() {
+        let parsed = parse(SEEDS, None, None).unwrap();
+        let shapes: Vec<_> = parsed
+            .layers
+            .iter()
+            .map(|l| (l.signature.flavor, l.declared_output.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            shapes,
+            vec![
+                (Flavor::OpenvinoGatherNd8, vec![25, 125, 15]),
+                (Flavor::OpenvinoGatherNd8, vec![30, 2, 3, 35]),
+                (Flavor::OpenvinoGatherNd8, vec![1, 64, 64, 1]),
+                (Flavor::OpenvinoGather1, vec![6, 15, 4, 20, 28, 10, 24]),
+            ]
+        );
+        assert_eq!(
+            parsed.layers[3].signature.op,
+            Op::Gather {
+                axis: 1,
+                batch_dims: 0
+            }
+        );
+        for layer in &parsed.layers {
+            layer.check().unwrap();
+        }
+        assert!(parsed.notes.iter().any(|n| n.contains("ignored '...'")));
+    }
+
+    #[test]
+    fn prepare_keeps_line_numbers() {
+        let text = "<?xml version=\"1.0\"?>\n<a x=\"1\" ... y='2'/>\n<b/>";
+        let mut notes = Vec::new();
+        let out = prepare(text, &mut notes);
+        assert_eq!(out.lines().count(), 3);
+        assert!(out.contains("<a x=\"1\"     y='2'/>"));
+        assert_eq!(notes, vec!["line 2: ignored '...' in a start tag"]);
+        Document::parse(&out).unwrap();
+    }
+
+    #[test]
+    fn axis_comments() {
+        assert_eq!(parse_axis_comment("  axis = 1  "), Some(1));
+        assert_eq!(parse_axis_comment("axis: -2"), Some(-2));
+        assert_eq!(parse_axis_comment("embedded dimension"), None);
+    }
+
+    #[test]
+    fn versions_map_to_flavors() {
+        let mut notes = Vec::new();
+        let f = |kind, v| flavor_of(kind, Some(v), false, &mut Vec::new());
+        assert_eq!(f("Gather", "opset1").unwrap(), Flavor::OpenvinoGather1);
+        assert_eq!(f("Gather", "opset7").unwrap(), Flavor::OpenvinoGather7);
+        assert_eq!(f("Gather", "opset13").unwrap(), Flavor::OpenvinoGather8);
+        assert_eq!(f("GatherND", "opset5").unwrap(), Flavor::OpenvinoGatherNd5);
+        assert!(f("GatherND", "opset3").is_err());
+        assert!(f("Gather", "extension").is_err());
+        let nd = flavor_of("GatherND", None, false, &mut notes).unwrap();
+        assert_eq!(nd, Flavor::OpenvinoGatherNd8);
+        assert_eq!(notes.len(), 1);
+        assert_eq!(bin_path(Path::new("m/model.xml")), Path::new("m/model.bin"));
+    }
+}

@@ -1,0 +1,417 @@
+//! A small `.npy` reader and writer (format versions 1.0, 2.0 and 3.0).
+//!
+//! Reading accepts little- or big-endian, C or Fortran order, and returns native-endian
+//! C-order bytes, which is what the kernels take. Writing produces version 1.0 (2.0 if the
+//! header needs it), native-endian, C order. Only the element types of the IR are supported;
+//! bf16 (which numpy lacks) is a 2-byte void, `|V2`.
+
+use gather_jit::{DType, IndexType};
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+/// The element type of an `.npy` file: numpy's kind character and size in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElementType {
+    /// `f`, `i`, `u`, `b` or `V` (void: bf16).
+    pub kind: u8,
+    /// Bytes per element.
+    pub size: usize,
+}
+
+impl ElementType {
+    /// The IR element type, if the IR has one.
+    pub fn dtype(self) -> Option<DType> {
+        Some(match (self.kind, self.size) {
+            (b'f', 2) => DType::F16,
+            (b'V', 2) => DType::Bf16,
+            (b'f', 4) => DType::F32,
+            (b'f', 8) => DType::F64,
+            (b'i', 1) => DType::I8,
+            (b'u', 1) => DType::U8,
+            (b'i', 2) => DType::I16,
+            (b'u', 2) => DType::U16,
+            (b'i', 4) => DType::I32,
+            (b'u', 4) => DType::U32,
+            (b'i', 8) => DType::I64,
+            (b'u', 8) => DType::U64,
+            (b'b', 1) => DType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The IR index type, if this is an integer type.
+    pub fn index_type(self) -> Option<IndexType> {
+        match self.kind {
+            b'i' | b'u' => IndexType::from_name(self.dtype()?.name()),
+            _ => None,
+        }
+    }
+
+    /// The `.npy` element type of an IR element type.
+    pub fn of(dtype: DType) -> ElementType {
+        let kind = match dtype {
+            DType::F16 | DType::F32 | DType::F64 => b'f',
+            DType::Bf16 => b'V',
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => b'i',
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => b'u',
+            DType::Bool => b'b',
+        };
+        ElementType {
+            kind,
+            size: dtype.size(),
+        }
+    }
+
+    /// numpy's `descr` in native byte order (`<f4`, `|u1`, `|V2`).
+    fn native_descr(self) -> String {
+        let order = if self.size == 1 || self.kind == b'V' {
+            '|'
+        } else if cfg!(target_endian = "little") {
+            '<'
+        } else {
+            '>'
+        };
+        format!("{order}{}{}", self.kind as char, self.size)
+    }
+}
+
+/// An array read from `.npy`: C-order, native-endian bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Array {
+    /// The element type.
+    pub element: ElementType,
+    /// The shape (empty for a scalar).
+    pub shape: Vec<usize>,
+    /// `product(shape) * element.size` bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Parses an `.npy` file's contents.
+///
+/// # Errors
+/// A message naming what is wrong: magic, version, header, an unsupported `descr`, or a data
+/// length that does not match the shape.
+pub fn parse(file: &[u8]) -> Result<Array, String> {
+    if !file.starts_with(MAGIC) || file.len() < 10 {
+        return Err("not an .npy file (no \\x93NUMPY magic)".into());
+    }
+    let (major, minor) = (file[6], file[7]);
+    let (header_len, header_start) = match major {
+        1 => (u16::from_le_bytes([file[8], file[9]]) as usize, 10usize),
+        2 | 3 if file.len() >= 12 => (
+            u32::from_le_bytes([file[8], file[9], file[10], file[11]]) as usize,
+            12,
+        ),
+        _ => return Err(format!("unsupported .npy format version {major}.{minor}")),
+    };
+    let header_end = header_start
+        .checked_add(header_len)
+        .filter(|&end| end <= file.len())
+        .ok_or("truncated .npy header")?;
+    let header = std::str::from_utf8(&file[header_start..header_end])
+        .map_err(|_| "the .npy header is not text")?;
+    let header = Header::parse(header)?;
+    let (element, big_endian) = parse_descr(&header.descr)?;
+    let len = header
+        .shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .and_then(|n| n.checked_mul(element.size))
+        .ok_or("shape too large")?;
+    let body = &file[header_end..];
+    if body.len() != len {
+        return Err(format!(
+            "expected {len} bytes of data for shape {:?} and descr '{}', found {}",
+            header.shape,
+            header.descr,
+            body.len()
+        ));
+    }
+    let mut bytes = body.to_vec();
+    if big_endian != cfg!(target_endian = "big") && element.size > 1 && element.kind != b'V' {
+        for chunk in bytes.chunks_exact_mut(element.size) {
+            chunk.reverse();
+        }
+    }
+    if header.fortran_order && header.shape.len() > 1 {
+        bytes = fortran_to_c(&bytes, &header.shape, element.size);
+    }
+    Ok(Array {
+        element,
+        shape: header.shape,
+        bytes,
+    })
+}
+
+/// Serialises native-endian C-order bytes as an `.npy` file.
+pub fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
+    let shape_text = match shape {
+        [] => "()".to_string(),
+        [d] => format!("({d},)"),
+        dims => {
+            let dims: Vec<String> = dims.iter().map(usize::to_string).collect();
+            format!("({})", dims.join(", "))
+        }
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_text}, }}",
+        element.native_descr()
+    );
+    // Pad with spaces and a newline so that the data starts at a multiple of 64 bytes.
+    let (version, prefix) = if header.len() + 1 + 10 <= u16::MAX as usize {
+        (1u8, 10)
+    } else {
+        (2u8, 12)
+    };
+    let total = (prefix + header.len() + 1).div_ceil(64) * 64;
+    header.extend(std::iter::repeat_n(' ', total - prefix - header.len() - 1));
+    header.push('\n');
+    let mut out = Vec::with_capacity(total + bytes.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[version, 0]);
+    if version == 1 {
+        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// The three keys of an `.npy` header dict.
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<usize>,
+}
+
+impl Header {
+    /// Parses the Python dict literal `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
+    fn parse(text: &str) -> Result<Header, String> {
+        let bad = |what: &str| format!("malformed .npy header ({what}): {}", text.trim());
+        let mut p = Cursor::new(text);
+        p.expect(b'{').ok_or_else(|| bad("no '{'"))?;
+        let (mut descr, mut fortran_order, mut shape) = (None, None, None);
+        loop {
+            if p.eat(b'}') {
+                break;
+            }
+            let key = p.string().ok_or_else(|| bad("key"))?;
+            p.expect(b':').ok_or_else(|| bad("':'"))?;
+            match key.as_str() {
+                "descr" => {
+                    if p.peek() == Some(b'[') {
+                        return Err("structured dtypes are not supported".into());
+                    }
+                    descr = Some(p.string().ok_or_else(|| bad("descr"))?);
+                }
+                "fortran_order" => {
+                    fortran_order = Some(p.boolean().ok_or_else(|| bad("fortran_order"))?)
+                }
+                "shape" => shape = Some(p.tuple().ok_or_else(|| bad("shape"))?),
+                other => return Err(bad(&format!("unknown key '{other}'"))),
+            }
+            if !p.eat(b',') {
+                p.expect(b'}').ok_or_else(|| bad("no '}'"))?;
+                break;
+            }
+        }
+        Ok(Header {
+            descr: descr.ok_or_else(|| bad("no 'descr'"))?,
+            fortran_order: fortran_order.ok_or_else(|| bad("no 'fortran_order'"))?,
+            shape: shape.ok_or_else(|| bad("no 'shape'"))?,
+        })
+    }
+}
+
+/// A cursor over the header text that skips whitespace before each token.
+struct Cursor<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(text: &'a str) -> Cursor<'a> {
+        Cursor {
+            text: text.as_bytes(),
+            at: 0,
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        while self.text.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+        self.text.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let found = self.peek() == Some(byte);
+        if found {
+            self.at += 1;
+        }
+        found
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        self.eat(byte).then_some(())
+    }
+
+    /// A quoted string without escapes.
+    fn string(&mut self) -> Option<String> {
+        let quote = self.peek().filter(|&q| q == b'\'' || q == b'"')?;
+        let start = self.at + 1;
+        let len = self.text[start..].iter().position(|&b| b == quote)?;
+        self.at = start + len + 1;
+        String::from_utf8(self.text[start..start + len].to_vec()).ok()
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        self.peek()?;
+        for (word, value) in [("True", true), ("False", false)] {
+            if self.text[self.at..].starts_with(word.as_bytes()) {
+                self.at += word.len();
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    /// A tuple of non-negative integers: `()`, `(3,)`, `(2, 3)`.
+    fn tuple(&mut self) -> Option<Vec<usize>> {
+        self.expect(b'(')?;
+        let mut dims = Vec::new();
+        loop {
+            if self.eat(b')') {
+                return Some(dims);
+            }
+            self.peek()?;
+            let digits = self.text[self.at..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count();
+            let number = std::str::from_utf8(&self.text[self.at..self.at + digits]).ok()?;
+            dims.push(number.parse().ok()?);
+            self.at += digits;
+            if !self.eat(b',') {
+                self.expect(b')')?;
+                return Some(dims);
+            }
+        }
+    }
+}
+
+/// Splits `descr` into an element type and whether it is big-endian.
+fn parse_descr(descr: &str) -> Result<(ElementType, bool), String> {
+    let unsupported = || {
+        format!(
+            "element type '{descr}' is not supported (bool, int8..int64, uint8..uint64, float16/32/64; bf16 as |V2)"
+        )
+    };
+    let bytes = descr.as_bytes();
+    let (big_endian, rest) = match bytes.first() {
+        Some(b'<') => (false, &bytes[1..]),
+        Some(b'>') => (true, &bytes[1..]),
+        Some(b'|') | Some(b'=') => (cfg!(target_endian = "big"), &bytes[1..]),
+        _ => (cfg!(target_endian = "big"), bytes),
+    };
+    let (&kind, size) = rest.split_first().ok_or_else(unsupported)?;
+    let size: usize = std::str::from_utf8(size)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(unsupported)?;
+    let element = ElementType { kind, size };
+    element.dtype().ok_or_else(unsupported)?;
+    Ok((element, big_endian))
+}
+
+/// Reorders a Fortran-order (column-major) buffer into C order.
+fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    if bytes.is_empty() {
+        return out;
+    }
+    // Column-major strides, in elements.
+    let mut strides = vec![1usize; shape.len()];
+    for d in 1..shape.len() {
+        strides[d] = strides[d - 1] * shape[d - 1];
+    }
+    let mut coords = vec![0usize; shape.len()];
+    let mut offset = 0usize;
+    loop {
+        out.extend_from_slice(&bytes[offset * size..(offset + 1) * size]);
+        // Advance the C-order counter, last dim fastest, keeping `offset` in step.
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            coords[d] += 1;
+            offset += strides[d];
+            if coords[d] < shape[d] {
+                break;
+            }
+            offset -= strides[d] * shape[d];
+            coords[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_type_shape_and_bytes() {
+        for (dtype, shape) in [
+            (DType::F32, vec![2, 3]),
+            (DType::I64, vec![]),
+            (DType::U8, vec![5]),
+            (DType::Bf16, vec![0, 4]),
+            (DType::Bool, vec![1, 1, 1]),
+        ] {
+            let len: usize = shape.iter().product::<usize>() * dtype.size();
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let file = serialize(ElementType::of(dtype), &shape, &bytes);
+            assert_eq!(file.len() % 64, len % 64, "data starts at a multiple of 64");
+            let array = parse(&file).unwrap();
+            assert_eq!(array.element.dtype(), Some(dtype));
+            assert_eq!(array.shape, shape);
+            assert_eq!(array.bytes, bytes);
+        }
+    }
+
+    #[test]
+    fn reads_big_endian_and_fortran_order() {
+        // numpy: np.array([[1, 2, 3], [4, 5, 6]], dtype='>i2', order='F')
+        let header = "{'descr': '>i2', 'fortran_order': True, 'shape': (2, 3), }";
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&[1, 0]);
+        file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        file.extend_from_slice(header.as_bytes());
+        for v in [1i16, 4, 2, 5, 3, 6] {
+            file.extend_from_slice(&v.to_be_bytes());
+        }
+        let array = parse(&file).unwrap();
+        let values: Vec<i16> = array
+            .bytes
+            .chunks_exact(2)
+            .map(|c| i16::from_ne_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(values, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(array.element.index_type(), Some(IndexType::I16));
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_read() {
+        assert!(parse(b"PK\x03\x04").is_err());
+        let file = serialize(ElementType::of(DType::F32), &[4], &[0; 12]);
+        assert!(parse(&file).unwrap_err().contains("expected 16 bytes"));
+        let mut file = serialize(ElementType::of(DType::F32), &[1], &[0; 4]);
+        let at = file.windows(3).position(|w| w == b"<f4").unwrap();
+        file[at..at + 3].copy_from_slice(b"<c8");
+        assert!(parse(&file).unwrap_err().contains("'<c8' is not supported"));
+    }
+}

@@ -1,0 +1,355 @@
+//! One case through the JIT and the interpreter, and the table `demo` and `layer` print.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use gather_jit::interp::interpret;
+use gather_jit::{Kernel, Signature};
+use serde_json::{Value, json};
+
+use crate::failure::{Failure, Result};
+
+/// Inputs for one row: a signature, its buffers, and optionally the output a spec prints.
+pub struct Case {
+    /// What the row is called (e.g. `GatherND-8 example 5`).
+    pub label: String,
+    /// The full signature.
+    pub signature: Signature,
+    /// Native-endian C-order data bytes.
+    pub data: Vec<u8>,
+    /// Native-endian C-order index bytes.
+    pub indices: Vec<u8>,
+    /// The output the spec prints, if any.
+    pub expected: Option<Vec<u8>>,
+}
+
+/// Whether the JIT, the interpreter and the spec (when given) agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agreement {
+    /// JIT and interpreter give the same bytes (or the same error).
+    Yes,
+    /// As `Yes`, and both equal the output the spec prints.
+    YesWithSpec,
+    /// They differ.
+    No,
+}
+
+impl Agreement {
+    fn text(self) -> &'static str {
+        match self {
+            Agreement::Yes => "yes",
+            Agreement::YesWithSpec => "yes (= spec)",
+            Agreement::No => "NO",
+        }
+    }
+}
+
+/// The measurements of one case.
+pub struct Row {
+    /// The case's label.
+    pub label: String,
+    /// The op, e.g. `GatherND(batch_dims=2)`.
+    pub op: String,
+    /// Shape of data.
+    pub data_shape: Vec<usize>,
+    /// Shape of indices.
+    pub indices_shape: Vec<usize>,
+    /// Inferred output shape.
+    pub output_shape: Vec<usize>,
+    /// Element and index type, e.g. `f32/i64`.
+    pub types: String,
+    /// Validation, specialisation and Cranelift compilation.
+    pub compile: Duration,
+    /// Median time of one warm JIT call.
+    pub jit: Duration,
+    /// Time of one interpreter run.
+    pub interp: Duration,
+    /// Bytes read and written by one call (see [`bytes_moved`]).
+    pub bytes_moved: u64,
+    /// The verdict.
+    pub agreement: Agreement,
+    /// What differs, when the verdict is `No`.
+    pub detail: Option<String>,
+}
+
+/// Bytes a gather reads and writes: the output's size read from data, the indices read, and the
+/// output written. The denominator of every GB/s figure.
+pub fn bytes_moved(signature: &Signature, output_len: usize) -> u64 {
+    let output = (output_len * signature.dtype.size()) as u64;
+    let indices = signature.indices_shape.iter().product::<usize>() * signature.index_type.size();
+    2 * output + indices as u64
+}
+
+/// How long the warm JIT calls of one row may take in all.
+const TIMING_BUDGET: Duration = Duration::from_millis(50);
+
+/// Compiles and runs `case` through the JIT and the interpreter and compares them.
+///
+/// # Errors
+/// The signature's validation error (exit 2), naming the case.
+pub fn run_case(case: &Case) -> Result<Row> {
+    let sig = &case.signature;
+    let validated = sig
+        .validate()
+        .map_err(|e| Failure::from(e).context(&case.label))?;
+    let kernel = Kernel::compile(sig).map_err(|e| Failure::from(e).context(&case.label))?;
+
+    let mut output = vec![0u8; validated.output_len() * sig.dtype.size()];
+    let jit_result = kernel.run_bytes(&case.data, &case.indices, &mut output);
+    let started = Instant::now();
+    let interp_result = interpret(&validated, &case.data, &case.indices);
+    let interp = started.elapsed();
+
+    let (agreement, detail) = match (&jit_result, &interp_result) {
+        (Ok(()), Ok(expected)) if *expected == output => match &case.expected {
+            Some(spec) if *spec == output => (Agreement::YesWithSpec, None),
+            Some(_) => (
+                Agreement::No,
+                Some("JIT and interpreter agree but differ from the spec's output".to_string()),
+            ),
+            None => (Agreement::Yes, None),
+        },
+        (Err(a), Err(b)) if a == b => (Agreement::Yes, None),
+        (Ok(()), Ok(expected)) => {
+            let at = first_difference(&output, expected) / sig.dtype.size();
+            (
+                Agreement::No,
+                Some(format!("JIT and interpreter differ at output element {at}")),
+            )
+        }
+        (jit, interp) => (
+            Agreement::No,
+            Some(format!(
+                "JIT gave {}, interpreter gave {}",
+                outcome(jit.as_ref().map(|_| ())),
+                outcome(interp.as_ref().map(|_| ()))
+            )),
+        ),
+    };
+
+    let jit = if jit_result.is_ok() {
+        time_warm_calls(&kernel, case, &mut output)
+    } else {
+        Duration::ZERO
+    };
+    Ok(Row {
+        label: case.label.clone(),
+        op: sig.op.to_string(),
+        data_shape: sig.data_shape.clone(),
+        indices_shape: sig.indices_shape.clone(),
+        output_shape: validated.output_shape().to_vec(),
+        types: format!("{}/{}", sig.dtype, sig.index_type),
+        compile: kernel.compile_time(),
+        jit,
+        interp,
+        bytes_moved: bytes_moved(sig, validated.output_len()),
+        agreement,
+        detail,
+    })
+}
+
+fn outcome(result: std::result::Result<(), &gather_jit::Error>) -> String {
+    match result {
+        Ok(()) => "an output".to_string(),
+        Err(e) => format!("error '{e}'"),
+    }
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> usize {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
+}
+
+/// The median time of one warm call (see [`measure`]).
+fn time_warm_calls(kernel: &Kernel, case: &Case, output: &mut [u8]) -> Duration {
+    let stats = measure(TIMING_BUDGET, || {
+        // The first call succeeded on these buffers, so this one does too.
+        let _ = kernel.run_bytes(&case.data, &case.indices, black_box(&mut *output));
+    });
+    Duration::from_nanos(stats.median.round() as u64)
+}
+
+/// Per-call statistics of a measured function.
+pub struct Stats {
+    /// Median nanoseconds per call.
+    pub median: f64,
+    /// Fastest sample, nanoseconds per call.
+    pub min: f64,
+    /// Slowest sample, nanoseconds per call.
+    pub max: f64,
+    /// Number of samples.
+    pub samples: usize,
+    /// Calls per sample.
+    pub calls_per_sample: u64,
+}
+
+/// Times `f` for about `budget` (at least 5 samples, at most 10 000). Each sample runs `f`
+/// enough times to take ~10 µs, so the clock's own cost does not dominate short calls.
+pub fn measure(budget: Duration, mut f: impl FnMut()) -> Stats {
+    f(); // Warm caches and pages.
+    let t = Instant::now();
+    f();
+    let once = t.elapsed().as_nanos().max(1) as u64;
+    let calls_per_sample = (10_000 / once).clamp(1, 10_000);
+    let mut per_call = Vec::new();
+    let started = Instant::now();
+    while per_call.len() < 5 || (per_call.len() < 10_000 && started.elapsed() < budget) {
+        let t = Instant::now();
+        for _ in 0..calls_per_sample {
+            f();
+        }
+        per_call.push(t.elapsed().as_nanos() as f64 / calls_per_sample as f64);
+    }
+    per_call.sort_by(f64::total_cmp);
+    Stats {
+        median: per_call[per_call.len() / 2],
+        min: per_call[0],
+        max: per_call[per_call.len() - 1],
+        samples: per_call.len(),
+        calls_per_sample,
+    }
+}
+
+/// Whole-number nanoseconds of `d`, saturating.
+pub fn nanos(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+/// `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
+pub fn human_time(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// Gigabytes (10^9 bytes) per second, 0 for a zero time.
+pub fn gbps(bytes: u64, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        bytes as f64 / d.as_nanos() as f64
+    }
+}
+
+/// `[2, 3]` without spaces: `[2,3]`.
+pub fn shape_text(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("[{}]", dims.join(","))
+}
+
+/// Prints rows as an aligned text table.
+pub fn print_table(rows: &[Row]) {
+    let header = [
+        "case", "op", "data", "indices", "output", "types", "compile", "jit", "interp", "GB/s",
+        "agree",
+    ];
+    let cells: Vec<[String; 11]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.label.clone(),
+                r.op.clone(),
+                shape_text(&r.data_shape),
+                shape_text(&r.indices_shape),
+                shape_text(&r.output_shape),
+                r.types.clone(),
+                human_time(r.compile),
+                human_time(r.jit),
+                human_time(r.interp),
+                format!("{:.2}", gbps(r.bytes_moved, r.jit)),
+                r.agreement.text().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (cell, w))| {
+                // Text columns align left, numbers right.
+                if i < 6 || i == 10 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(&header.map(String::from));
+    line(&widths.map(|w| "-".repeat(w)));
+    for row in &cells {
+        line(row);
+    }
+    for row in rows {
+        if let Some(detail) = &row.detail {
+            println!("{}: {detail}", row.label);
+        }
+    }
+}
+
+/// The rows as a JSON array (times in nanoseconds).
+pub fn rows_json(rows: &[Row]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "case": r.label,
+                    "op": r.op,
+                    "data_shape": r.data_shape,
+                    "indices_shape": r.indices_shape,
+                    "output_shape": r.output_shape,
+                    "types": r.types,
+                    "compile_ns": nanos(r.compile),
+                    "jit_ns": nanos(r.jit),
+                    "interp_ns": nanos(r.interp),
+                    "bytes_moved": r.bytes_moved,
+                    "gbps": gbps(r.bytes_moved, r.jit),
+                    "agree": r.agreement != Agreement::No,
+                    "detail": r.detail,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Prints the rows (table or JSON) and fails with status 1 if any row disagrees.
+///
+/// # Errors
+/// A disagreement, naming the rows.
+pub fn finish(rows: &[Row], as_json: bool) -> Result<()> {
+    if as_json {
+        println!("{}", rows_json(rows));
+    } else {
+        print_table(rows);
+    }
+    let bad: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.agreement == Agreement::No)
+        .map(|r| r.label.as_str())
+        .collect();
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::disagreement(format!(
+            "JIT and interpreter disagree on {}",
+            bad.join(", ")
+        )))
+    }
+}

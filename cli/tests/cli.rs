@@ -1,0 +1,737 @@
+//! The `gather-jit` binary, run as a user would: every subcommand's success path and its error
+//! paths (exit status 2, one line on stderr, no output file created or changed).
+//!
+//! `.npy` and IR fixtures are written at run time into temporary directories.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::cargo::cargo_bin_cmd;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn gather_jit() -> assert_cmd::Command {
+    cargo_bin_cmd!("gather-jit")
+}
+
+/// The repository's `examples/seed_layers.xml`.
+fn seed_layers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed_layers.xml")
+}
+
+/// Runs `args`, expects success, returns stdout.
+#[track_caller]
+fn ok(args: &[&str]) -> String {
+    let out = gather_jit().args(args).output().expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{args:?} failed with {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Runs `args`, expects exit status 2 with exactly one line on stderr and nothing on stdout;
+/// returns that line.
+#[track_caller]
+fn usage_error(args: &[&str]) -> String {
+    let out = gather_jit().args(args).output().expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?}: one line expected on stderr, got {stderr:?}"
+    );
+    assert!(lines[0].starts_with("error: "), "{stderr:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: stdout {:?}", out.stdout);
+    lines[0].to_string()
+}
+
+/// An `.npy` file (version 1.0) with a hand-written header.
+fn npy(descr: &str, fortran: bool, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let shape = match shape {
+        [d] => format!("({d},)"),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let order = if fortran { "True" } else { "False" };
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': {order}, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(data);
+    file
+}
+
+fn le<T: Copy, const N: usize>(values: &[T], to_le: fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to_le(v)).collect()
+}
+
+/// Header text and data bytes of an `.npy` file.
+fn read_npy(path: &Path) -> (String, Vec<u8>) {
+    let file = fs::read(path).expect("output written");
+    assert_eq!(&file[..8], b"\x93NUMPY\x01\x00");
+    let len = u16::from_le_bytes([file[8], file[9]]) as usize;
+    let header = String::from_utf8(file[10..10 + len].to_vec()).unwrap();
+    (header, file[10 + len..].to_vec())
+}
+
+/// A temporary directory holding data `[[1, 2], [3, 4]]` (f32) as `data.npy`.
+fn dir_with_data() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let data = npy(
+        "<f4",
+        false,
+        &[2, 2],
+        &le(&[1.0f32, 2.0, 3.0, 4.0], f32::to_le_bytes),
+    );
+    fs::write(dir.path().join("data.npy"), data).unwrap();
+    dir
+}
+
+fn write_indices(
+    dir: &TempDir,
+    name: &str,
+    descr: &str,
+    shape: &[usize],
+    values: &[i64],
+) -> String {
+    let path = dir.path().join(name);
+    fs::write(
+        &path,
+        npy(descr, false, shape, &le(values, i64::to_le_bytes)),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn path(dir: &TempDir, name: &str) -> String {
+    dir.path().join(name).to_str().unwrap().to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// demo
+
+#[test]
+fn demo_prints_the_table_and_agrees_everywhere() {
+    let out = ok(&["demo"]);
+    let header = out.lines().next().unwrap();
+    for column in [
+        "case", "op", "data", "indices", "compile", "jit", "interp", "GB/s", "agree",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let rows: Vec<&str> = out.lines().skip(2).collect();
+    assert_eq!(rows.len(), 12 + 5 + 4 + 1, "{out}");
+    assert!(
+        rows.iter()
+            .all(|r| r.ends_with("yes") || r.ends_with("yes (= spec)")),
+        "{out}"
+    );
+    let embedding = rows
+        .iter()
+        .find(|r| r.starts_with("embedding lookup"))
+        .unwrap();
+    assert!(
+        embedding.contains("[30522,768]") && embedding.contains("[8,128]"),
+        "{embedding}"
+    );
+    assert!(out.contains("Gather-1 (line"), "{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// run
+
+#[test]
+fn run_writes_the_gathered_npy() {
+    let dir = dir_with_data();
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[2, 2], &[0, 0, 1, 0]);
+    let out = path(&dir, "out.npy");
+    let stdout = ok(&[
+        "run",
+        "--op",
+        "gather-nd",
+        &path(&dir, "data.npy"),
+        &indices,
+        "-o",
+        &out,
+        "--check",
+    ]);
+    assert!(stdout.contains("[2]"), "{stdout}");
+    let (header, data) = read_npy(Path::new(&out));
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("'shape': (2,)"),
+        "{header}"
+    );
+    assert_eq!(data, le(&[1.0f32, 3.0], f32::to_le_bytes));
+    let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 3, "no temporary file is left behind");
+}
+
+#[test]
+fn run_reads_big_endian_fortran_order_and_narrow_index_types() {
+    let dir = tempfile::tempdir().unwrap();
+    // [[1, 2, 3], [4, 5, 6]] as big-endian int16, stored column by column.
+    let data = npy(
+        ">i2",
+        true,
+        &[2, 3],
+        &le(&[1i16, 4, 2, 5, 3, 6], i16::to_be_bytes),
+    );
+    fs::write(dir.path().join("data.npy"), data).unwrap();
+    let indices = npy("|u1", false, &[2], &[2, 0]);
+    fs::write(dir.path().join("indices.npy"), indices).unwrap();
+    let out = path(&dir, "out.npy");
+    ok(&[
+        "run",
+        "--op",
+        "gather",
+        "--axis",
+        "1",
+        &path(&dir, "data.npy"),
+        &path(&dir, "indices.npy"),
+        "-o",
+        &out,
+    ]);
+    let (header, data) = read_npy(Path::new(&out));
+    assert!(
+        header.contains("'descr': '<i2'") && header.contains("'shape': (2, 2)"),
+        "{header}"
+    );
+    assert_eq!(data, le(&[3i16, 1, 6, 4], i16::to_le_bytes));
+}
+
+#[test]
+fn run_out_of_range_index_names_position_and_value_and_writes_nothing() {
+    let dir = dir_with_data();
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[2, 2], &[0, 0, 5, 0]);
+    let out = path(&dir, "out.npy");
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather-nd",
+        &path(&dir, "data.npy"),
+        &indices,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("index 5 at position [1, 0]"), "{line}");
+    assert!(!Path::new(&out).exists(), "no output file is created");
+
+    // An existing output is left as it was.
+    fs::write(&out, b"keep me").unwrap();
+    usage_error(&[
+        "run",
+        "--op",
+        "gather-nd",
+        &path(&dir, "data.npy"),
+        &indices,
+        "-o",
+        &out,
+    ]);
+    assert_eq!(fs::read(&out).unwrap(), b"keep me");
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        3,
+        "no temporary file is left"
+    );
+}
+
+#[test]
+fn run_rejects_bad_flags_and_files_without_writing() {
+    let dir = dir_with_data();
+    let data = path(&dir, "data.npy");
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[2, 1], &[1, 0]);
+    let out = path(&dir, "out.npy");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--op", "gather-nd", "--flavor", "pytorch"],
+            "invalid value 'pytorch' for '--flavor",
+        ),
+        (vec!["--op", "scatter"], "invalid value 'scatter' for '--op"),
+        (vec![], "--op is required with --flavor onnx"),
+        (
+            vec!["--op", "gather-nd", "--flavor", "openvino-gather8"],
+            "does not define this operator",
+        ),
+        (
+            vec!["--op", "gather-nd", "--axis", "1"],
+            "--axis does not apply",
+        ),
+        (
+            vec!["--op", "gather", "--axis", "2"],
+            "axis 2 is out of range",
+        ),
+        (
+            vec![
+                "--op",
+                "gather-elements",
+                "--axis",
+                "-1",
+                "--batch-dims",
+                "1",
+            ],
+            "--batch-dims does not apply",
+        ),
+        (
+            vec!["--op", "gather", "--oob", "wrap"],
+            "invalid value 'wrap' for '--oob",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let mut args = vec!["run"];
+        args.extend(&flags);
+        args.extend([data.as_str(), indices.as_str(), "-o", out.as_str()]);
+        let line = usage_error(&args);
+        assert!(line.contains(expected), "{flags:?}: {line}");
+        assert!(!Path::new(&out).exists(), "{flags:?}");
+    }
+    // Files that cannot be used.
+    let missing = path(&dir, "missing.npy");
+    let line = usage_error(&["run", "--op", "gather", &missing, &indices, "-o", &out]);
+    assert!(
+        line.contains("cannot read") && line.contains("missing.npy"),
+        "{line}"
+    );
+    fs::write(dir.path().join("text.npy"), b"not numpy").unwrap();
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather",
+        &path(&dir, "text.npy"),
+        &indices,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("not an .npy file"), "{line}");
+    let float_indices = npy("<f4", false, &[1], &le(&[0.0f32], f32::to_le_bytes));
+    fs::write(dir.path().join("f.npy"), float_indices).unwrap();
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather",
+        &data,
+        &path(&dir, "f.npy"),
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("indices must have an integer type"), "{line}");
+    let complex = npy("<c8", false, &[1], &[0; 8]);
+    fs::write(dir.path().join("c.npy"), complex).unwrap();
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather",
+        &path(&dir, "c.npy"),
+        &indices,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("'<c8' is not supported"), "{line}");
+    assert!(!Path::new(&out).exists());
+}
+
+#[test]
+fn run_policy_flags_change_the_result() {
+    let dir = dir_with_data();
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[2], &[-1, 7]);
+    let out = path(&dir, "out.npy");
+    let data = path(&dir, "data.npy");
+    // ONNX: -1 wraps, 7 is an error; with --oob clamp, 7 reads row 1; with zero it is zeros.
+    let line = usage_error(&["run", "--op", "gather", &data, &indices, "-o", &out]);
+    assert!(line.contains("index 7 at position [1]"), "{line}");
+    ok(&[
+        "run", "--op", "gather", "--oob", "clamp", &data, &indices, "-o", &out, "--check",
+    ]);
+    assert_eq!(
+        read_npy(Path::new(&out)).1,
+        le(&[3.0f32, 4.0, 3.0, 4.0], f32::to_le_bytes)
+    );
+    ok(&[
+        "run",
+        "--op",
+        "gather",
+        "--oob",
+        "zero",
+        "--negative",
+        "invalid",
+        &data,
+        &indices,
+        "-o",
+        &out,
+    ]);
+    assert_eq!(read_npy(Path::new(&out)).1, vec![0u8; 16]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// explain
+
+#[test]
+fn explain_prints_shape_plan_and_clif() {
+    let out = ok(&[
+        "explain",
+        "--op",
+        "gather-nd",
+        "--data-shape",
+        "2x3x4",
+        "--indices-shape",
+        "2x1",
+        "--dtype",
+        "f32",
+        "--index-type",
+        "i64",
+    ]);
+    assert!(out.contains("output shape:  [2, 3, 4]"), "{out}");
+    assert!(out.contains("plan: 2 lookup(s)"), "{out}");
+    assert!(out.contains("copy 48 bytes"), "{out}");
+    assert!(out.contains("function ") && out.contains("block0"), "{out}");
+    assert!(out.contains("machine code:"), "{out}");
+}
+
+#[test]
+fn explain_json_has_the_output_shape() {
+    let out = ok(&[
+        "explain",
+        "--flavor",
+        "openvino-gather1",
+        "--axis",
+        "1",
+        "--data-shape",
+        "6x12x10x24",
+        "--indices-shape",
+        "15x4x20x28",
+        "--json",
+    ]);
+    let json: Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!(
+        json["output_shape"],
+        serde_json::json!([6, 15, 4, 20, 28, 10, 24])
+    );
+    assert_eq!(json["flavor"], "openvino-gather1");
+    assert!(json["code_bytes"].as_u64().unwrap() > 0);
+    assert!(json["clif"].as_str().unwrap().contains("function"));
+    assert_eq!(json["plan"]["loops"].as_array().unwrap().len(), 2);
+    // Scalar indices and an empty dim are valid shapes too.
+    let out = ok(&[
+        "explain",
+        "--op",
+        "gather",
+        "--data-shape",
+        "0x3",
+        "--indices-shape",
+        "scalar",
+        "--axis",
+        "1",
+        "--json",
+    ]);
+    let json: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["output_shape"], serde_json::json!([0]));
+}
+
+#[test]
+fn explain_rejects_bad_shapes_and_invalid_signatures() {
+    for bad in ["2xx3", "2,3", "x", "-1", "two"] {
+        let line = usage_error(&[
+            "explain",
+            "--op",
+            "gather",
+            "--data-shape",
+            bad,
+            "--indices-shape",
+            "1",
+        ]);
+        assert!(
+            line.contains("--data-shape") && line.contains("expected dims joined by 'x'"),
+            "{line}"
+        );
+    }
+    let line = usage_error(&[
+        "explain",
+        "--op",
+        "gather-nd",
+        "--batch-dims",
+        "1",
+        "--data-shape",
+        "2x3",
+        "--indices-shape",
+        "3x1",
+        "--json",
+    ]);
+    assert!(line.contains("batch dims mismatch"), "{line}");
+    let line = usage_error(&[
+        "explain",
+        "--op",
+        "gather",
+        "--data-shape",
+        "2",
+        "--indices-shape",
+        "1",
+        "--dtype",
+        "f8",
+    ]);
+    assert!(line.contains("invalid value 'f8' for '--dtype"), "{line}");
+    let line = usage_error(&["explain", "--op", "gather", "--data-shape", "2"]);
+    assert!(line.contains("--indices-shape"), "{line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// bench
+
+#[test]
+fn bench_json_reports_times_in_nanoseconds() {
+    let out = ok(&[
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "1000x64",
+        "--indices-shape",
+        "4x32",
+        "--time-ms",
+        "20",
+        "--json",
+        "--threads",
+        "2",
+    ]);
+    let json: Value = serde_json::from_str(&out).expect("exactly one JSON object on stdout");
+    for field in [
+        "compile_ns",
+        "cache_hit_ns",
+        "median_ns",
+        "min_ns",
+        "max_ns",
+        "gbps",
+        "memcpy_ns",
+        "ratio_to_memcpy",
+    ] {
+        assert!(
+            json[field].as_f64().is_some_and(|v| v > 0.0),
+            "{field}: {json}"
+        );
+    }
+    assert_eq!(json["threads"], 2);
+    assert_eq!(json["threads_used"], 2);
+    assert!(json["min_ns"].as_f64() <= json["median_ns"].as_f64());
+    assert!(json["median_ns"].as_f64() <= json["max_ns"].as_f64());
+    assert_eq!(json["output_shape"], serde_json::json!([4, 32, 64]));
+    assert_eq!(json["memcpy_bytes"], 4 * 32 * 64 * 4);
+}
+
+#[test]
+fn bench_text_and_errors() {
+    let out = ok(&[
+        "bench",
+        "--flavor",
+        "openvino-gathernd8",
+        "--batch-dims",
+        "1",
+        "--data-shape",
+        "8x100x16",
+        "--indices-shape",
+        "8x20x1",
+        "--dtype",
+        "u8",
+        "--index-type",
+        "i32",
+        "--time-ms",
+        "10",
+    ]);
+    assert!(
+        out.contains("per call") && out.contains("jit / memcpy"),
+        "{out}"
+    );
+    let line = usage_error(&[
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "4",
+        "--indices-shape",
+        "2",
+        "--threads",
+        "0",
+    ]);
+    assert!(line.contains("--threads"), "{line}");
+    let line = usage_error(&[
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "0x4",
+        "--indices-shape",
+        "2",
+    ]);
+    assert!(line.contains("cannot make valid indices"), "{line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer
+
+#[test]
+fn layer_runs_the_four_seed_layers_as_they_are() {
+    let out = gather_jit()
+        .arg("layer")
+        .arg(seed_layers())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = stdout.lines().skip(2).collect();
+    assert_eq!(rows.len(), 4, "{stdout}");
+    assert!(rows.iter().all(|r| r.ends_with("yes")), "{stdout}");
+    assert_eq!(
+        rows.iter().filter(|r| r.starts_with("GatherND-8")).count(),
+        3
+    );
+    assert!(rows[3].starts_with("Gather-1") && rows[3].contains("[6,15,4,20,28,10,24]"));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("ignored '...'"), "{stderr}");
+}
+
+/// A whole model: Parameter x2, Const axis (value in model.bin), Gather-8, GatherElements-6.
+fn model_xml(gather_out: &str) -> String {
+    format!(
+        r#"<?xml version="1.0"?>
+<net name="m" version="11">
+  <layers>
+    <layer id="0" name="data" type="Parameter" version="opset1">
+      <data shape="4,5" element_type="f16"/>
+      <output><port id="0" precision="FP16"><dim>4</dim><dim>5</dim></port></output>
+    </layer>
+    <layer id="1" name="ids" type="Parameter" version="opset1">
+      <output><port id="0" precision="I32"><dim>3</dim></port></output>
+    </layer>
+    <layer id="2" name="axis" type="Const" version="opset1">
+      <data element_type="i64" shape="" offset="8" size="8"/>
+      <output><port id="0" precision="I64"/></output>
+    </layer>
+    <layer id="3" name="gather" type="Gather" version="opset8">
+      <data batch_dims="0"/>
+      <input>
+        <port id="0" precision="FP16"><dim>4</dim><dim>5</dim></port>
+        <port id="1" precision="I32"><dim>3</dim></port>
+        <port id="2" precision="I64"/>
+      </input>
+      <output><port id="3" precision="FP16">{gather_out}</port></output>
+    </layer>
+    <layer id="4" name="elements" type="GatherElements" version="opset6">
+      <data axis="0"/>
+      <input>
+        <port id="0"><dim>4</dim><dim>5</dim></port>
+        <port id="1" precision="I64"><dim>2</dim><dim>5</dim></port>
+      </input>
+      <output><port id="2"><dim>2</dim><dim>5</dim></port></output>
+    </layer>
+  </layers>
+  <edges>
+    <edge from-layer="0" from-port="0" to-layer="3" to-port="0"/>
+    <edge from-layer="1" from-port="0" to-layer="3" to-port="1"/>
+    <edge from-layer="2" from-port="0" to-layer="3" to-port="2"/>
+  </edges>
+</net>
+"#
+    )
+}
+
+#[test]
+fn layer_reads_a_whole_model_with_the_axis_from_the_bin_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("model.xml");
+    fs::write(&xml, model_xml("<dim>4</dim><dim>3</dim>")).unwrap();
+    let mut bin = vec![0xAA; 8];
+    bin.extend_from_slice(&1i64.to_le_bytes());
+    fs::write(dir.path().join("model.bin"), bin).unwrap();
+    let out = ok(&["layer", xml.to_str().unwrap(), "--json"]);
+    let rows: Value = serde_json::from_str(&out).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["case"], "Gather-8 'gather'");
+    assert_eq!(rows[0]["op"], "Gather(axis=1, batch_dims=0)");
+    assert_eq!(rows[0]["types"], "f16/i32");
+    assert_eq!(rows[0]["output_shape"], serde_json::json!([4, 3]));
+    assert_eq!(rows[1]["case"], "GatherElements-6 'elements'");
+    assert!(rows.iter().all(|r| r["agree"] == true));
+
+    // Without the .bin file the axis is unknown: say so, or take --axis.
+    fs::remove_file(dir.path().join("model.bin")).unwrap();
+    let line = usage_error(&["layer", xml.to_str().unwrap()]);
+    assert!(line.contains(".bin") && line.contains("--axis"), "{line}");
+    ok(&["layer", xml.to_str().unwrap(), "--axis", "1"]);
+}
+
+#[test]
+fn layer_reports_a_declared_output_that_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("model.xml");
+    fs::write(&xml, model_xml("<dim>4</dim><dim>4</dim>")).unwrap();
+    let line = usage_error(&["layer", xml.to_str().unwrap(), "--axis", "1"]);
+    assert!(
+        line.contains("declares output dims [4,4]") && line.contains("gives [4,3]"),
+        "{line}"
+    );
+}
+
+#[test]
+fn layer_rejects_unusable_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let no_axis = write(
+        "a.xml",
+        r#"<layer id="7" type="Gather" version="opset8"><input>
+             <port id="0"><dim>3</dim></port><port id="1"><dim>2</dim></port><port id="2"/>
+           </input></layer>"#,
+    );
+    let line = usage_error(&["layer", &no_axis]);
+    assert!(line.contains("line 1") && line.contains("--axis"), "{line}");
+    let relu = write("b.xml", r#"<layer id="1" type="Relu" version="opset1"/>"#);
+    assert!(usage_error(&["layer", &relu]).contains("no Gather, GatherND or GatherElements layer"));
+    let broken = write("c.xml", "<layer id=\"1\" type=\"GatherND\"><input></layer>");
+    assert!(usage_error(&["layer", &broken]).contains("not well-formed XML"));
+    let dynamic = write(
+        "d.xml",
+        r#"<layer id="1" type="GatherND" version="opset8"><input>
+             <port id="0"><dim>-1</dim></port><port id="1"><dim>2</dim><dim>1</dim></port>
+           </input></layer>"#,
+    );
+    assert!(usage_error(&["layer", &dynamic]).contains("only static"));
+    let missing = dir.path().join("nope.xml");
+    assert!(usage_error(&["layer", missing.to_str().unwrap()]).contains("cannot read"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// help
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    for sub in ["demo", "run", "explain", "bench", "layer"] {
+        let out = ok(&[sub, "--help"]);
+        assert!(out.contains("Example"), "{sub}: {out}");
+    }
+    let out = ok(&["--help"]);
+    for sub in ["demo", "run", "explain", "bench", "layer"] {
+        assert!(out.contains(sub), "{out}");
+    }
+    let out = gather_jit().output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "no subcommand: help and status 2"
+    );
+}
