@@ -1,12 +1,12 @@
 //! `gather-jit`: try every capability of the gather-jit crate from the shell.
 //!
 //! Subcommands, one module each:
-//! - `demo` ([`demo`]): the seed examples, the OpenVINO IR layer shapes and an embedding lookup
+//! - `demo` ([`mod@demo`]): the seed examples, the OpenVINO IR layer shapes and an embedding lookup
 //!   through the JIT and the interpreter, as a table.
-//! - `run` ([`run`]): one op on `.npy` files.
-//! - `explain` ([`explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
-//! - `bench` ([`bench`]): times per call beside a memcpy of the output size, optionally JSON.
-//! - `layer` ([`layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
+//! - `run` ([`mod@run`]): one op on `.npy` files.
+//! - `explain` ([`mod@explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
+//! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
+//! - `layer` ([`mod@layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
 //!
 //! Exit status: 0 on success, 2 for invalid flags, files, signatures or indices (one line on
 //! stderr), 1 when the JIT and the interpreter disagree (a bug in the crate).
