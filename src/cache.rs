@@ -18,9 +18,26 @@ use crate::kernel::Kernel;
 
 type Slot = Arc<OnceLock<Result<Arc<Kernel>>>>;
 
+/// A cached signature: the kernel once compiled (a hit then costs one `Arc` clone), or the
+/// slot that the compiling thread fills and others wait on.
+enum State {
+    Ready(Arc<Kernel>),
+    Compiling(Slot),
+}
+
 struct Entry {
-    slot: Slot,
+    state: State,
     last_used: u64,
+}
+
+/// The map and the counters that change on every request, under one lock.
+#[derive(Default)]
+struct Entries {
+    map: FxHashMap<Signature, Entry>,
+    clock: u64,
+    hits: u64,
+    misses: u64,
+    evictions: u64,
 }
 
 /// Counters of a [`KernelCache`], read with [`KernelCache::stats`].
@@ -42,13 +59,9 @@ pub struct CacheStats {
 
 /// A thread-safe cache of compiled kernels keyed by the complete [`Signature`].
 pub struct KernelCache {
-    entries: Mutex<FxHashMap<Signature, Entry>>,
+    entries: Mutex<Entries>,
     capacity: usize,
-    clock: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
     compilations: AtomicU64,
-    evictions: AtomicU64,
     compile_nanos: AtomicU64,
 }
 
@@ -74,13 +87,9 @@ impl KernelCache {
     /// An empty cache holding at most `capacity` kernels (at least one).
     pub fn new(capacity: usize) -> KernelCache {
         KernelCache {
-            entries: Mutex::new(FxHashMap::default()),
+            entries: Mutex::new(Entries::default()),
             capacity: capacity.max(1),
-            clock: AtomicU64::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
             compilations: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
             compile_nanos: AtomicU64::new(0),
         }
     }
@@ -96,52 +105,85 @@ impl KernelCache {
     /// # Errors
     /// The signature's validation error (not cached), or a code generation error.
     pub fn get(&self, signature: &Signature) -> Result<Arc<Kernel>> {
+        if let Some(kernel) = self.lookup(signature) {
+            return Ok(kernel);
+        }
+        // Validate before taking a slot, so invalid signatures never occupy one.
+        signature.validate()?;
         let slot = {
-            let now = self.clock.fetch_add(1, Ordering::Relaxed);
-            let mut entries = self.lock();
-            if let Some(entry) = entries.get_mut(signature) {
-                entry.last_used = now;
-                self.hits.fetch_add(1, Ordering::Relaxed);
-                entry.slot.clone()
-            } else {
-                // Validate before taking a slot, so invalid signatures never occupy one.
-                drop(entries);
-                signature.validate()?;
-                let mut entries = self.lock();
-                self.misses.fetch_add(1, Ordering::Relaxed);
-                let slot = entries
-                    .entry(signature.clone())
-                    .or_insert_with(|| Entry {
-                        slot: Slot::default(),
+            let mut guard = self.lock();
+            let entries = &mut *guard;
+            entries.clock += 1;
+            let now = entries.clock;
+            match entries.map.get_mut(signature) {
+                // Another thread inserted it since `lookup`.
+                Some(entry) => {
+                    entry.last_used = now;
+                    entries.hits += 1;
+                    match &entry.state {
+                        State::Ready(kernel) => return Ok(Arc::clone(kernel)),
+                        State::Compiling(slot) => Arc::clone(slot),
+                    }
+                }
+                None => {
+                    entries.misses += 1;
+                    let slot = Slot::default();
+                    let entry = Entry {
+                        state: State::Compiling(Arc::clone(&slot)),
                         last_used: now,
-                    })
-                    .slot
-                    .clone();
-                self.evict_over_capacity(&mut entries);
-                slot
+                    };
+                    entries.map.insert(signature.clone(), entry);
+                    self.evict_over_capacity(entries);
+                    slot
+                }
             }
         };
-        slot.get_or_init(|| {
-            self.compilations.fetch_add(1, Ordering::Relaxed);
-            let kernel = Kernel::compile(signature).map(Arc::new);
-            if let Ok(kernel) = &kernel {
-                let nanos = kernel.compile_time().as_nanos().min(u64::MAX as u128) as u64;
-                self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+        let result = slot
+            .get_or_init(|| {
+                self.compilations.fetch_add(1, Ordering::Relaxed);
+                let kernel = Kernel::compile(signature).map(Arc::new);
+                if let Ok(kernel) = &kernel {
+                    let nanos = kernel.compile_time().as_nanos().min(u64::MAX as u128) as u64;
+                    self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+                }
+                kernel
+            })
+            .clone();
+        if let Ok(kernel) = &result {
+            // Later hits skip the slot. (The entry may have been evicted meanwhile.)
+            if let Some(entry) = self.lock().map.get_mut(signature) {
+                entry.state = State::Ready(Arc::clone(kernel));
             }
-            kernel
-        })
-        .clone()
+        }
+        result
+    }
+
+    /// The fast path: a compiled kernel already in the map.
+    fn lookup(&self, signature: &Signature) -> Option<Arc<Kernel>> {
+        let mut guard = self.lock();
+        let entries = &mut *guard;
+        entries.clock += 1;
+        let now = entries.clock;
+        let entry = entries.map.get_mut(signature)?;
+        let State::Ready(kernel) = &entry.state else {
+            return None;
+        };
+        entry.last_used = now;
+        let kernel = Arc::clone(kernel);
+        entries.hits += 1;
+        Some(kernel)
     }
 
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
+        let entries = self.lock();
         CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: entries.hits,
+            misses: entries.misses,
             compilations: self.compilations.load(Ordering::Relaxed),
-            evictions: self.evictions.load(Ordering::Relaxed),
+            evictions: entries.evictions,
             compile_time: Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed)),
-            entries: self.lock().len(),
+            entries: entries.map.len(),
         }
     }
 
@@ -152,28 +194,25 @@ impl KernelCache {
 
     /// Drops every entry (kernels still held elsewhere stay valid).
     pub fn clear(&self) {
-        self.lock().clear();
+        self.lock().map.clear();
     }
 
-    fn lock(&self) -> MutexGuard<'_, FxHashMap<Signature, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, Entries> {
         // A panic while holding the lock cannot leave the map inconsistent (each update is a
         // single insert or remove), so a poisoned lock is still usable.
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn evict_over_capacity(&self, entries: &mut FxHashMap<Signature, Entry>) {
-        while entries.len() > self.capacity {
+    fn evict_over_capacity(&self, entries: &mut Entries) {
+        while entries.map.len() > self.capacity {
             let oldest = entries
+                .map
                 .iter()
                 .min_by_key(|(_, e)| e.last_used)
                 .map(|(k, _)| k.clone());
-            match oldest {
-                Some(key) => {
-                    entries.remove(&key);
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-                None => break,
-            }
+            let Some(key) = oldest else { break };
+            entries.map.remove(&key);
+            entries.evictions += 1;
         }
     }
 }
