@@ -21,6 +21,17 @@ use crate::specialize::{Coordinate, Plan};
 /// `memcpy`. Chosen by measurement (see `docs/performance.md`).
 pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;
 
+/// How many lookups one trip of the innermost loop does: small slices are dominated by loop
+/// and index overhead, large ones by the copy.
+pub(crate) fn unroll_factor(slice_bytes: u64) -> u64 {
+    match slice_bytes {
+        0..=16 => 8,
+        17..=128 => 4,
+        129..=512 => 2,
+        _ => 1,
+    }
+}
+
 /// The CLIF signature every kernel has.
 pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
     let mut sig = Signature::new(call_conv);
@@ -109,9 +120,9 @@ impl Lowering<'_> {
         b.ins().iadd(base, bytes)
     }
 
-    /// Emits loop `depth` over `i in from..to` as a rotated loop (one test before, one at the
-    /// bottom), carrying the data, indices and output pointers as block parameters. Leaves the
-    /// builder in the loop's exit block.
+    /// Emits loop `depth` over `i in from..to`, carrying the data, indices and output pointers
+    /// as block parameters, and leaves the builder in the loop's exit block. The innermost loop
+    /// is unrolled by [`unroll_factor`]: a main loop of whole groups, then a remainder loop.
     fn emit_loop(
         &self,
         b: &mut FunctionBuilder,
@@ -120,40 +131,98 @@ impl Lowering<'_> {
         to: Value,
         pointers: [Value; 3],
     ) {
+        let innermost = depth + 1 == self.plan.loops.len();
+        let unroll = if innermost {
+            unroll_factor(self.plan.lookup.slice_bytes)
+        } else {
+            1
+        };
+        let exit = b.create_block();
+        let pointers = if unroll > 1 {
+            // Main loop while a whole group remains; it exits to the remainder loop.
+            let rest = b.create_block();
+            b.append_block_param(rest, I64);
+            for _ in 0..3 {
+                b.append_block_param(rest, self.pointer);
+            }
+            self.emit_rotated_loop(b, depth, unroll, from, to, pointers, rest);
+            b.switch_to_block(rest);
+            b.seal_block(rest);
+            let p = b.block_params(rest).to_vec();
+            self.emit_rotated_loop(b, depth, 1, p[0], to, [p[1], p[2], p[3]], exit);
+            return self.finish_loop(b, exit);
+        } else {
+            pointers
+        };
+        self.emit_rotated_loop(b, depth, 1, from, to, pointers, exit);
+        self.finish_loop(b, exit)
+    }
+
+    fn finish_loop(&self, b: &mut FunctionBuilder, exit: Block) {
+        b.switch_to_block(exit);
+        b.seal_block(exit);
+    }
+
+    /// A rotated loop (one test before, one at the bottom) doing `group` iterations of loop
+    /// `depth` per trip while `i + group <= to`; then jumps to `exit` with the final counter and
+    /// pointers if `exit` takes them.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the loop's whole state, spelled out"
+    )]
+    fn emit_rotated_loop(
+        &self,
+        b: &mut FunctionBuilder,
+        depth: usize,
+        group: u64,
+        from: Value,
+        to: Value,
+        pointers: [Value; 3],
+        exit: Block,
+    ) {
         let spec = self.plan.loops[depth];
         let body = b.create_block();
-        let exit = b.create_block();
         b.append_block_param(body, I64);
         for _ in 0..3 {
             b.append_block_param(body, self.pointer);
         }
-        let enter = b.ins().icmp(IntCC::UnsignedLessThan, from, to);
+        let exit_takes_state = !b.func.dfg.block_params(exit).is_empty();
+        let fits = |b: &mut FunctionBuilder, i: Value| {
+            let last = b.ins().iadd_imm_s(i, group as i64);
+            b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to)
+        };
+        let enter = fits(b, from);
         let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
-        b.ins().brif(enter, body, &args, exit, &[]);
+        let exit_args: &[BlockArg] = if exit_takes_state { &args } else { &[] };
+        b.ins().brif(enter, body, &args, exit, exit_args);
 
         b.switch_to_block(body);
         let p = b.block_params(body).to_vec();
         let (i, data, indices, output) = (p[0], p[1], p[2], p[3]);
-        if depth + 1 < self.plan.loops.len() {
-            let zero = b.ins().iconst(I64, 0);
-            let extent = b
-                .ins()
-                .iconst(I64, self.plan.loops[depth + 1].extent as i64);
-            self.emit_loop(b, depth + 1, zero, extent, [data, indices, output]);
-        } else {
-            self.emit_lookup(b, data, indices, output);
+        for k in 0..group {
+            let data = self.advance_const(b, data, k * spec.data_stride);
+            let indices = self.advance_const(b, indices, k * spec.indices_stride);
+            let output = self.advance_const(b, output, k * spec.output_stride);
+            if depth + 1 < self.plan.loops.len() {
+                let zero = b.ins().iconst(I64, 0);
+                let extent = b
+                    .ins()
+                    .iconst(I64, self.plan.loops[depth + 1].extent as i64);
+                self.emit_loop(b, depth + 1, zero, extent, [data, indices, output]);
+            } else {
+                self.emit_lookup(b, data, indices, output);
+            }
         }
-        let next = b.ins().iadd_imm_s(i, 1);
-        let data = self.advance_const(b, data, spec.data_stride);
-        let indices = self.advance_const(b, indices, spec.indices_stride);
-        let output = self.advance_const(b, output, spec.output_stride);
-        let again = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
+        let next = b.ins().iadd_imm_s(i, group as i64);
+        let data = self.advance_const(b, data, group * spec.data_stride);
+        let indices = self.advance_const(b, indices, group * spec.indices_stride);
+        let output = self.advance_const(b, output, group * spec.output_stride);
+        let again = fits(b, next);
         let args = [next, data, indices, output].map(BlockArg::from);
-        b.ins().brif(again, body, &args, exit, &[]);
+        let exit_args: &[BlockArg] = if exit_takes_state { &args } else { &[] };
+        b.ins().brif(again, body, &args, exit, exit_args);
         // Both predecessors of `body` (the entry test and the back edge) now exist.
         b.seal_block(body);
-        b.switch_to_block(exit);
-        b.seal_block(exit);
     }
 
     fn advance_const(&self, b: &mut FunctionBuilder, base: Value, stride: u64) -> Value {
@@ -164,25 +233,106 @@ impl Lowering<'_> {
         }
     }
 
-    /// The innermost body: read the tuple at `indices`, check or fix each coordinate, and copy
-    /// the slice it selects from `data` to `output`.
+    /// `index * stride`, as a shift when the stride is a power of two.
+    fn scale(&self, b: &mut FunctionBuilder, index: Value, stride: u64) -> Value {
+        if stride.is_power_of_two() {
+            b.ins().ishl_imm_u(index, stride.trailing_zeros() as i64)
+        } else {
+            b.ins().imul_imm_u(index, stride as i64)
+        }
+    }
+
+    /// The innermost body: read the tuple at `indices`, check it, and copy the slice it
+    /// selects from `data` to `output`.
+    ///
+    /// The common case costs one unsigned compare per coordinate: if every raw index is in
+    /// `0..dim`, the offset is computed directly. Otherwise a slow path applies the policy
+    /// (wrap negatives, then clamp, zero-fill or reject).
     fn emit_lookup(&self, b: &mut FunctionBuilder, data: Value, indices: Value, output: Value) {
-        let policy = self.plan.policy;
-        let mut offset: Option<Value> = None;
+        let coordinates = &self.plan.lookup.coordinates;
+        let raw: Vec<Value> = coordinates
+            .iter()
+            .map(|c| self.load_index(b, indices, c))
+            .collect();
         let mut all_in_range: Option<Value> = None;
-        for (j, coordinate) in self.plan.lookup.coordinates.iter().enumerate() {
-            let index = self.load_index(b, indices, coordinate);
+        for (c, &index) in coordinates.iter().zip(&raw) {
+            let ok = b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
+            all_in_range = Some(match all_in_range {
+                Some(previous) => b.ins().band(previous, ok),
+                None => ok,
+            });
+        }
+        let fast = b.create_block();
+        let slow = b.create_block();
+        let copy = b.create_block();
+        let done = b.create_block();
+        b.append_block_param(copy, I64);
+        let Some(all_in_range) = all_in_range else {
+            unreachable!("a lookup has at least one coordinate")
+        };
+        b.ins().brif(all_in_range, fast, &[], slow, &[]);
+
+        b.switch_to_block(fast);
+        b.seal_block(fast);
+        let offset = self.offset(b, &raw);
+        b.ins().jump(copy, &[BlockArg::from(offset)]);
+
+        b.switch_to_block(slow);
+        b.seal_block(slow);
+        self.emit_slow_path(b, indices, &raw, output, copy, done);
+
+        b.switch_to_block(copy);
+        b.seal_block(copy);
+        let offset = b.block_params(copy)[0];
+        let source = b.ins().iadd(data, offset);
+        self.emit_copy(b, source, output, self.plan.lookup.slice_bytes);
+        b.ins().jump(done, &[]);
+        b.switch_to_block(done);
+        b.seal_block(done);
+    }
+
+    /// The data byte offset of a tuple of in-range indices.
+    fn offset(&self, b: &mut FunctionBuilder, indices: &[Value]) -> Value {
+        let mut offset: Option<Value> = None;
+        for (c, &index) in self.plan.lookup.coordinates.iter().zip(indices) {
+            let term = self.scale(b, index, c.data_stride);
+            offset = Some(match offset {
+                Some(previous) => b.ins().iadd(previous, term),
+                None => term,
+            });
+        }
+        offset.unwrap_or_else(|| b.ins().iconst(I64, 0))
+    }
+
+    /// Applies the policy to a tuple with at least one index outside `0..dim`: jumps to `copy`
+    /// with the offset, to `reject` with the first bad coordinate, or zero-fills and jumps to
+    /// `done`.
+    fn emit_slow_path(
+        &self,
+        b: &mut FunctionBuilder,
+        tuple: Value,
+        raw: &[Value],
+        output: Value,
+        copy: Block,
+        done: Block,
+    ) {
+        let policy = self.plan.policy;
+        let mut fixed = Vec::with_capacity(raw.len());
+        let mut all_in_range: Option<Value> = None;
+        for (j, (c, &index)) in self.plan.lookup.coordinates.iter().zip(raw).enumerate() {
+            let dim = c.dim_size as i64;
             let index =
                 if self.plan.index_type.is_signed() && policy.negative == NegativeIndices::Wrap {
                     // i in [-s, -1] becomes i + s; anything below -s stays negative (bad).
                     let negative = b.ins().icmp_imm_s(IntCC::SignedLessThan, index, 0);
-                    let wrapped = b.ins().iadd_imm_s(index, coordinate.dim_size as i64);
+                    let wrapped = b.ins().iadd_imm_s(index, dim);
                     b.ins().select(negative, wrapped, index)
                 } else {
                     index
                 };
-            let dim = coordinate.dim_size as i64;
-            // Negative values read as huge unsigned ones, so one unsigned compare checks both ends.
+            // Negative values read as huge unsigned ones, so one unsigned compare checks both.
             let index = match policy.out_of_range {
                 OutOfRange::Clamp if dim > 0 => {
                     let non_negative = if self.plan.index_type.is_signed() {
@@ -200,7 +350,7 @@ impl Lowering<'_> {
                         .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, dim);
                     let next = b.create_block();
                     let coordinate_index = b.ins().iconst(I64, j as i64);
-                    let args = [indices, coordinate_index].map(BlockArg::from);
+                    let args = [tuple, coordinate_index].map(BlockArg::from);
                     b.ins().brif(bad, self.reject, &args, next, &[]);
                     b.switch_to_block(next);
                     // Its only predecessor is the check above.
@@ -216,38 +366,20 @@ impl Lowering<'_> {
                     index
                 }
             };
-            let term = if coordinate.data_stride == 1 {
-                index
-            } else {
-                b.ins().imul_imm_u(index, coordinate.data_stride as i64)
-            };
-            offset = Some(match offset {
-                Some(previous) => b.ins().iadd(previous, term),
-                None => term,
-            });
+            fixed.push(index);
         }
-        let source = match offset {
-            Some(offset) => b.ins().iadd(data, offset),
-            None => data,
-        };
-        let bytes = self.plan.lookup.slice_bytes;
+        let offset = self.offset(b, &fixed);
         match all_in_range {
-            None => self.emit_copy(b, source, output, bytes),
+            None => {
+                b.ins().jump(copy, &[BlockArg::from(offset)]);
+            }
             Some(ok) => {
-                let copy = b.create_block();
                 let zero = b.create_block();
-                let done = b.create_block();
-                b.ins().brif(ok, copy, &[], zero, &[]);
-                b.switch_to_block(copy);
-                b.seal_block(copy);
-                self.emit_copy(b, source, output, bytes);
-                b.ins().jump(done, &[]);
+                b.ins().brif(ok, copy, &[BlockArg::from(offset)], zero, &[]);
                 b.switch_to_block(zero);
                 b.seal_block(zero);
-                self.emit_zero(b, output, bytes);
+                self.emit_zero(b, output, self.plan.lookup.slice_bytes);
                 b.ins().jump(done, &[]);
-                b.switch_to_block(done);
-                b.seal_block(done);
             }
         }
     }
