@@ -254,25 +254,28 @@ impl Lowering<'_> {
             .iter()
             .map(|c| self.load_index(b, indices, c))
             .collect();
-        let mut all_in_range: Option<Value> = None;
-        for (c, &index) in coordinates.iter().zip(&raw) {
-            let ok = b
-                .ins()
-                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
-            all_in_range = Some(match all_in_range {
-                Some(previous) => b.ins().band(previous, ok),
-                None => ok,
-            });
-        }
         let fast = b.create_block();
         let slow = b.create_block();
         let copy = b.create_block();
         let done = b.create_block();
         b.append_block_param(copy, I64);
-        let Some(all_in_range) = all_in_range else {
-            unreachable!("a lookup has at least one coordinate")
-        };
-        b.ins().brif(all_in_range, fast, &[], slow, &[]);
+        // One compare-and-branch per coordinate (x64 fuses each pair), all to the slow path.
+        for (j, (c, &index)) in coordinates.iter().zip(&raw).enumerate() {
+            let ok = b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
+            let next = if j + 1 == raw.len() {
+                fast
+            } else {
+                b.create_block()
+            };
+            b.ins().brif(ok, next, &[], slow, &[]);
+            if next != fast {
+                b.switch_to_block(next);
+                // Its only predecessor is the check above.
+                b.seal_block(next);
+            }
+        }
 
         b.switch_to_block(fast);
         b.seal_block(fast);
