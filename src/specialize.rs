@@ -48,7 +48,17 @@ pub struct Lookup {
     pub coordinates: Vec<Coordinate>,
     /// Contiguous bytes copied per tuple (0 when only the indices are checked).
     pub slice_bytes: u64,
+    /// Whether slices are written with non-temporal (streaming) stores: for large slices into
+    /// an output larger than the last-level cache, where reading the destination lines for
+    /// ownership would double the memory traffic.
+    pub streaming: bool,
 }
+
+/// Outputs of at least this many bytes (the 32 MiB L3 of the reference machine) stream.
+pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
+
+/// Slices of at least this many bytes may stream (smaller ones are inlined moves).
+pub const STREAMING_SLICE_BYTES: u64 = 512;
 
 /// A loop nest with every shape and stride folded into constants.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,6 +174,8 @@ impl Plan {
             lookup: Lookup {
                 coordinates,
                 slice_bytes,
+                streaming: slice_bytes >= STREAMING_SLICE_BYTES
+                    && output_bytes >= STREAMING_OUTPUT_BYTES,
             },
             index_type: sig.index_type,
             policy: sig.policy,
@@ -261,7 +273,16 @@ impl fmt::Display for Plan {
                 "", c.index_offset, c.dim_size, c.data_stride
             )?;
         }
-        write!(f, "{:indent$}copy {} bytes", "", self.lookup.slice_bytes)
+        let how = if self.lookup.streaming {
+            " (streaming stores)"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "{:indent$}copy {} bytes{how}",
+            "", self.lookup.slice_bytes
+        )
     }
 }
 

@@ -377,3 +377,32 @@ fn every_copy_tier_matches_the_interpreter() {
         }
     }
 }
+
+/// Outputs larger than the cache are written with streaming stores; the bytes must not change,
+/// whatever the destination's alignment.
+#[test]
+fn streaming_copies_match_plain_row_copies() {
+    let (rows, row_len, picks) = (5usize, 1000usize, 8400usize); // 8400 * 4000 B = 33.6 MB
+    let sig = Signature::gather(&[rows, row_len], &[picks], 0, 0);
+    let kernel = Kernel::compile(&sig).expect("kernel");
+    assert!(kernel.plan().lookup.streaming, "{}", kernel.plan());
+    let data: Vec<u8> = (0..rows * row_len * 4).map(|i| (i % 241) as u8).collect();
+    let picked: Vec<i64> = (0..picks as i64)
+        .map(|i| (i * 3 + i / 7) % rows as i64)
+        .collect();
+    let idx: Vec<u8> = picked.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let row_bytes = row_len * 4;
+    let mut buffer = vec![0u8; picks * row_bytes + 1];
+    for misalign in [0usize, 1] {
+        let output = &mut buffer[misalign..misalign + picks * row_bytes];
+        kernel.run_bytes(&data, &idx, output).expect("runs");
+        for (k, &row) in picked.iter().enumerate() {
+            let row = row as usize;
+            assert!(
+                output[k * row_bytes..(k + 1) * row_bytes]
+                    == data[row * row_bytes..(row + 1) * row_bytes],
+                "row {k} (misalign {misalign})"
+            );
+        }
+    }
+}

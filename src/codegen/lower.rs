@@ -9,7 +9,7 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I8X16, I16, I32, I64};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
+    AbiParam, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -32,6 +32,15 @@ pub(crate) fn unroll_factor(slice_bytes: u64) -> u64 {
     }
 }
 
+/// The CLIF signature of [`super::stream_copy`]: `(dest, source, bytes)`.
+pub(crate) fn stream_copy_signature(call_conv: CallConv, pointer: Type) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    for _ in 0..3 {
+        sig.params.push(AbiParam::new(pointer));
+    }
+    sig
+}
+
 /// The CLIF signature every kernel has.
 pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
     let mut sig = Signature::new(call_conv);
@@ -52,11 +61,15 @@ fn flags() -> MemFlagsData {
 }
 
 /// Builds the body of `func` from `plan`.
+///
+/// `stream_copy` is the imported [`super::stream_copy`] (signature
+/// [`stream_copy_signature`]); it is called for slices when `plan.lookup.streaming`.
 pub(crate) fn lower(
     plan: &Plan,
     func: &mut Function,
     builder_context: &mut FunctionBuilderContext,
     config: TargetFrontendConfig,
+    stream_copy: Option<FuncRef>,
 ) {
     let mut builder = FunctionBuilder::new(func, builder_context);
     let entry = builder.create_block();
@@ -79,6 +92,7 @@ pub(crate) fn lower(
         config,
         pointer: config.pointer_type(),
         reject,
+        stream_copy: stream_copy.filter(|_| plan.lookup.streaming),
     };
     let outer = plan.loops[0];
     let d0 = lowering.advance(&mut builder, data, start, outer.data_stride);
@@ -108,6 +122,7 @@ struct Lowering<'a> {
     config: TargetFrontendConfig,
     pointer: Type,
     reject: Block,
+    stream_copy: Option<FuncRef>,
 }
 
 impl Lowering<'_> {
@@ -404,6 +419,11 @@ impl Lowering<'_> {
 
     /// Copies `bytes` (a constant) from `source` to `dest`, with code chosen by the size.
     fn emit_copy(&self, b: &mut FunctionBuilder, source: Value, dest: Value, bytes: u64) {
+        if let Some(stream_copy) = self.stream_copy {
+            let size = b.ins().iconst(self.pointer, bytes as i64);
+            b.ins().call(stream_copy, &[dest, source, size]);
+            return;
+        }
         if bytes > UNROLL_LIMIT_BYTES {
             let size = b.ins().iconst(self.pointer, bytes as i64);
             b.call_memcpy(self.config, dest, source, size);

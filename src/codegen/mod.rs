@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::Context;
-use cranelift_codegen::ir::{Function, UserFuncName};
+use cranelift_codegen::ir::{ExtFuncData, ExternalName, Function, UserExternalName, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
@@ -70,26 +70,40 @@ pub(crate) struct JitCode {
     module: Mutex<Option<JITModule>>,
     entry: KernelFn,
     code_bytes: usize,
+    /// The code issues non-temporal stores, which need a fence before others read the output.
+    streaming: bool,
 }
 
 impl JitCode {
     /// Compiles `plan` into a fresh module.
     pub(crate) fn compile(plan: &Plan) -> Result<JitCode> {
         let isa = isa()?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
-        let signature = lower::kernel_signature(
-            isa.default_call_conv(),
-            module.target_config().pointer_type(),
-        );
+        let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
+        builder.symbol(STREAM_COPY, stream_copy as *const u8);
+        let mut module = JITModule::new(builder);
+        let pointer_type = module.target_config().pointer_type();
+        let signature = lower::kernel_signature(isa.default_call_conv(), pointer_type);
         let codegen_err = |e: &dyn std::fmt::Display| Error::Codegen(e.to_string());
         let id = module
             .declare_function("gather_kernel", Linkage::Export, &signature)
             .map_err(|e| codegen_err(&e))?;
+        let stream_copy_id = if plan.lookup.streaming {
+            let sig = lower::stream_copy_signature(isa.default_call_conv(), pointer_type);
+            let id = module
+                .declare_function(STREAM_COPY, Linkage::Import, &sig)
+                .map_err(|e| codegen_err(&e))?;
+            Some(id)
+        } else {
+            None
+        };
         let code_bytes = CONTEXTS.with(|contexts| -> Result<usize> {
             let (ctx, builder_context) = &mut *contexts.borrow_mut();
             ctx.clear();
             ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
-            lower::lower(plan, &mut ctx.func, builder_context, module.target_config());
+            let stream_copy =
+                stream_copy_id.map(|id| module.declare_func_in_func(id, &mut ctx.func));
+            let config = module.target_config();
+            lower::lower(plan, &mut ctx.func, builder_context, config, stream_copy);
             let result = module.define_function(id, ctx).map_err(|e| match e {
                 cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
                     cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
@@ -113,6 +127,7 @@ impl JitCode {
             module: Mutex::new(Some(module)),
             entry,
             code_bytes,
+            streaming: plan.lookup.streaming,
         })
     }
 
@@ -140,6 +155,11 @@ impl JitCode {
         let mut bad = 0u64;
         // SAFETY: forwarded from this function's contract; `bad` is a valid out-parameter.
         let status = unsafe { (self.entry)(data, indices, output, start, end, &mut bad) };
+        if self.streaming {
+            // Order the streaming stores before anything that follows (another thread may read
+            // the output once this call returns).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        }
         if status == 0 { Ok(()) } else { Err(bad) }
     }
 }
@@ -164,7 +184,55 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     let config = isa.frontend_config();
     let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
+    let stream_copy = plan.lookup.streaming.then(|| {
+        let signature =
+            lower::stream_copy_signature(isa.default_call_conv(), config.pointer_type());
+        let signature = func.import_signature(signature);
+        let name = func.declare_imported_user_function(UserExternalName::new(0, 1));
+        func.import_function(ExtFuncData {
+            name: ExternalName::user(name),
+            signature,
+            colocated: false,
+            patchable: false,
+        })
+    });
     let mut builder_context = FunctionBuilderContext::new();
-    lower::lower(plan, &mut func, &mut builder_context, config);
+    lower::lower(plan, &mut func, &mut builder_context, config, stream_copy);
     Ok(func.display().to_string())
+}
+
+/// The symbol under which [`stream_copy`] is linked into kernels.
+const STREAM_COPY: &str = "gather_jit_stream_copy";
+
+/// Copies `len` bytes from `source` to `dest` with non-temporal stores (on x86-64; a plain
+/// copy elsewhere). Generated code calls it for large slices of outputs larger than the cache.
+///
+/// # Safety
+/// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
+unsafe extern "C" fn stream_copy(dest: *mut u8, source: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        // Streaming stores need 16-byte aligned destinations: copy a head to get there.
+        let head = dest.align_offset(16).min(len);
+        // SAFETY: `head <= len`; the caller guarantees both ranges for `len` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(source, dest, head) };
+        let mut done = head;
+        while done + 16 <= len {
+            // SAFETY: `done + 16 <= len` keeps both accesses in range; `dest + done` is 16-byte
+            // aligned (advanced from an aligned start by 16s); SSE2 is part of x86-64.
+            unsafe {
+                let chunk = _mm_loadu_si128(source.add(done).cast::<__m128i>());
+                _mm_stream_si128(dest.add(done).cast::<__m128i>(), chunk);
+            }
+            done += 16;
+        }
+        // SAFETY: the tail `done..len` is within both ranges.
+        unsafe { std::ptr::copy_nonoverlapping(source.add(done), dest.add(done), len - done) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(source, dest, len)
+    };
 }
