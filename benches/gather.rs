@@ -1,5 +1,5 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
-//! cold compile, a cache hit, a warm JIT call, the interpreter, a memcpy of the output's size
+//! cold compile, a cache hit, a warm JIT call (one thread and two), the interpreter, a memcpy of the output's size
 //! and a fill of the output, with `Throughput::Bytes` of the output.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
@@ -42,6 +42,13 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
         b.iter(|| {
             // SAFETY: buffers sized for the signature by `random_inputs` and `output_bytes`.
             unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+                .expect("valid indices")
+        })
+    });
+    group.bench_function("jit_2_threads", |b| {
+        b.iter(|| {
+            // SAFETY: as above; `output` is not touched elsewhere during the call.
+            unsafe { kernel.call_parallel(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr(), 2) }
                 .expect("valid indices")
         })
     });

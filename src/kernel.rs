@@ -4,11 +4,16 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
+use rayon::prelude::*;
 
 use crate::codegen::{self, JitCode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexType, Signature, Validated, unravel};
 use crate::specialize::Plan;
+
+/// Outputs of at least this many bytes are split across threads when the thread count is left
+/// to the kernel (below it, waking threads costs more than the copy).
+pub const PARALLEL_MIN_BYTES: u64 = 256 << 10;
 
 /// A Rust type that can be the element type of `data` (the gathered values).
 pub trait Element: Copy + Default + 'static {
@@ -196,16 +201,102 @@ impl Kernel {
         }
     }
 
+    /// Runs the whole gather split into `threads` ranges of the outer loop, on rayon's pool
+    /// (`threads == 0` chooses: every thread of the pool when the output is at least
+    /// [`PARALLEL_MIN_BYTES`], else one). The bytes written equal one [`Kernel::call`]'s.
+    ///
+    /// # Safety
+    /// As [`Kernel::call`]; additionally no other thread touches `output` during the call.
+    ///
+    /// # Errors
+    /// As [`Kernel::call`]: the first rejected index in row-major order of the indices (every
+    /// range stops at its own first bad index, and the earliest range's error is reported).
+    /// After an error, any part of the output may have been written.
+    pub unsafe fn call_parallel(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        output: *mut u8,
+        threads: usize,
+    ) -> Result<()> {
+        let extent = self.outer_extent();
+        let threads = self.threads_for(threads).min(extent.max(1) as usize);
+        if threads <= 1 {
+            // SAFETY: forwarded contract.
+            return unsafe { self.call(data, indices, output) };
+        }
+        // Addresses cross threads as integers; each range writes a disjoint part of `output`.
+        let (data, indices, output) = (data as usize, indices as usize, output as usize);
+        let ranges: Vec<Range<u64>> = (0..threads as u64)
+            .map(|t| extent * t / threads as u64..extent * (t + 1) / threads as u64)
+            .collect();
+        let mut results: Vec<Result<()>> = Vec::new();
+        ranges
+            .into_par_iter()
+            .map(|range| {
+                // SAFETY: forwarded contract; the ranges partition `0..extent`, so concurrent
+                // calls write disjoint output bytes and only read the inputs.
+                unsafe {
+                    self.call_range(
+                        data as *const u8,
+                        indices as *const u8,
+                        output as *mut u8,
+                        range,
+                    )
+                }
+            })
+            .collect_into_vec(&mut results);
+        results.into_iter().collect()
+    }
+
+    /// The number of threads `call_parallel(.., threads)` uses before capping by the extent.
+    fn threads_for(&self, threads: usize) -> usize {
+        match threads {
+            0 if self.plan.output_bytes >= PARALLEL_MIN_BYTES => rayon::current_num_threads(),
+            0 => 1,
+            n => n,
+        }
+    }
+
+    /// Runs the gather on byte slices with `threads` threads (0 chooses; see
+    /// [`Kernel::call_parallel`]), checking their lengths first.
+    ///
+    /// # Errors
+    /// As [`Kernel::run_bytes`].
+    pub fn run_bytes_parallel(
+        &self,
+        data: &[u8],
+        indices: &[u8],
+        output: &mut [u8],
+        threads: usize,
+    ) -> Result<()> {
+        self.check_buffers(data, indices, output)?;
+        // SAFETY: the lengths match the signature (checked above); slices are valid for their
+        // length, non-null, and `output` is a unique borrow, so no one else touches it.
+        unsafe {
+            self.call_parallel(
+                data.as_ptr(),
+                indices.as_ptr(),
+                output.as_mut_ptr(),
+                threads,
+            )
+        }
+    }
+
+    fn check_buffers(&self, data: &[u8], indices: &[u8], output: &[u8]) -> Result<()> {
+        let plan = &self.plan;
+        check_len("data", data.len(), plan.data_bytes)?;
+        check_len("indices", indices.len(), plan.indices_bytes)?;
+        check_len("output", output.len(), plan.output_bytes)
+    }
+
     /// Runs the gather on byte slices, checking their lengths first.
     ///
     /// # Errors
     /// [`Error::BufferMismatch`] if a slice's length does not match the signature; otherwise
     /// as [`Kernel::call`].
     pub fn run_bytes(&self, data: &[u8], indices: &[u8], output: &mut [u8]) -> Result<()> {
-        let plan = &self.plan;
-        check_len("data", data.len(), plan.data_bytes)?;
-        check_len("indices", indices.len(), plan.indices_bytes)?;
-        check_len("output", output.len(), plan.output_bytes)?;
+        self.check_buffers(data, indices, output)?;
         // SAFETY: the lengths match the signature (checked above); slices are valid for their
         // length, non-null, and `output` is a unique borrow, so it overlaps neither input.
         unsafe { self.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
@@ -213,7 +304,8 @@ impl Kernel {
 
     /// Runs the gather on ndarray views of any layout and returns a new array.
     ///
-    /// Views that are not C-contiguous are copied into standard layout first.
+    /// Views that are not C-contiguous are copied into standard layout first. Large outputs
+    /// are split across rayon's threads (see [`Kernel::call_parallel`]).
     ///
     /// # Errors
     /// [`Error::DTypeMismatch`] / [`Error::IndexTypeMismatch`] if `T` or `I` is not the
@@ -259,10 +351,11 @@ impl Kernel {
         // (checked above), `output` holds `output_len` elements of the signature's type, and
         // it is a fresh allocation, so it overlaps neither input.
         unsafe {
-            self.call(
+            self.call_parallel(
                 data.as_ptr().cast(),
                 indices.as_ptr().cast(),
                 output.as_mut_ptr().cast(),
+                0,
             )?;
         }
         ArrayD::from_shape_vec(IxDyn(self.output_shape()), output).map_err(|e| {

@@ -48,7 +48,7 @@ pub use ir::{
     DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OpName, OutOfRange, ResolvedOp,
     Signature, Validated,
 };
-pub use kernel::{Element, IndexElement, Kernel};
+pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
 
 /// The parts of a signature besides the op and shapes; `Default` is ONNX rules, `f32` data,
 /// `i64` indices and the flavor's own index policy.

@@ -28,14 +28,30 @@ impl Problem {
         let actual = kernel
             .run_bytes(&self.data, &self.indices, &mut output)
             .map(|()| output);
-        match (&expected, &actual) {
-            (Ok(e), Ok(a)) => prop_assert!(e == a, "output differs for {}", self.signature),
-            (Err(e), Err(a)) => prop_assert_eq!(e, a, "errors differ for {}", self.signature),
+        Self::compare(&self.signature, &expected, &actual, "jit")?;
+        // The same split across threads (ranges of the outer loop).
+        let mut output = vec![0x5Au8; validated.output_len() * self.signature.dtype.size()];
+        let parallel = kernel
+            .run_bytes_parallel(&self.data, &self.indices, &mut output, 3)
+            .map(|()| output);
+        Self::compare(&self.signature, &expected, &parallel, "parallel jit")
+    }
+
+    fn compare(
+        signature: &Signature,
+        expected: &gather_jit::Result<Vec<u8>>,
+        actual: &gather_jit::Result<Vec<u8>>,
+        what: &str,
+    ) -> Result<(), TestCaseError> {
+        match (expected, actual) {
+            (Ok(e), Ok(a)) => prop_assert!(e == a, "{what}: output differs for {}", signature),
+            (Err(e), Err(a)) => prop_assert_eq!(e, a, "{}: errors differ for {}", what, signature),
             _ => prop_assert!(
                 false,
-                "{}: interpreter {:?} vs jit {:?}",
-                self.signature,
+                "{}: interpreter {:?} vs {} {:?}",
+                signature,
                 expected.as_ref().map(|v| v.len()),
+                what,
                 actual.as_ref().map(|v| v.len())
             ),
         }
