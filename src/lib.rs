@@ -42,6 +42,11 @@ pub mod workloads;
 
 use std::sync::Arc;
 
+/// The README's examples run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};
 pub use ir::{
