@@ -137,7 +137,8 @@ impl Lowering<'_> {
 
     /// Emits loop `depth` over `i in from..to`, carrying the data, indices and output pointers
     /// as block parameters, and leaves the builder in the loop's exit block. The innermost loop
-    /// is unrolled by [`unroll_factor`]: a main loop of whole groups, then a remainder loop.
+    /// is unrolled by [`unroll_factor`]: a main loop of whole groups, then a remainder loop; an
+    /// inner innermost loop (constant extent) that short is emitted straight-line.
     fn emit_loop(
         &self,
         b: &mut FunctionBuilder,
@@ -152,6 +153,17 @@ impl Lowering<'_> {
         } else {
             1
         };
+        let spec = self.plan.loops[depth];
+        if innermost && depth > 0 && spec.extent <= unroll.max(4) {
+            // A short inner loop of constant extent: straight-line code, no counter.
+            for k in 0..spec.extent {
+                let data = self.advance_const(b, pointers[0], k * spec.data_stride);
+                let indices = self.advance_const(b, pointers[1], k * spec.indices_stride);
+                let output = self.advance_const(b, pointers[2], k * spec.output_stride);
+                self.emit_lookup(b, data, indices, output);
+            }
+            return;
+        }
         let exit = b.create_block();
         let pointers = if unroll > 1 {
             // Main loop while a whole group remains; it exits to the remainder loop.
