@@ -1,0 +1,611 @@
+#!/usr/bin/env python3
+"""gather-jit beside numpy, ONNX Runtime, OpenVINO and JAX on the cases S1..S9 of issue 5.
+
+Every peer runs single-threaded on float32 data and int64 indices (random, valid, seeded), called the
+cheapest way it allows from Python:
+
+- numpy:        np.take(..., out=) for Gather, np.take_along_axis for GatherElements, fancy
+                indexing for GatherND (no `out=` exists for the last two);
+- ONNX Runtime: one-node ONNX graph, one session (intra_op=1, inter_op=1, sequential), I/O binding
+                of the inputs and of a preallocated output;
+- OpenVINO:     one-node model compiled on CPU (1 thread, 1 stream, latency hint, f32), one reused
+                infer request with shared input and output tensors;
+- JAX:          jax.jit on CPU (XLA's Eigen pool off, 1 intra-op thread), block_until_ready;
+- gather-jit:   its CLI, `gather-jit bench --json` (same shapes, its own seeded data).
+
+Before timing, each peer's output (and gather-jit's, through `gather-jit run --check` on the same
+.npy inputs) is compared with numpy's; a peer that disagrees, fails to import or fails to run is
+reported as n/a with the reason. Each timing is the median over samples taken for about
+--repeat-seconds per peer and case; a sample is a batch of calls (about 20 µs worth) divided by
+its size, as in the CLI.
+
+It installs nothing: see README.md beside it. Pin the process to one core for steady numbers, e.g.
+`taskset -c 0 python compare.py` (the gather-jit child processes inherit the affinity).
+"""
+
+from __future__ import annotations
+
+import os
+
+# Single thread everywhere; these must be set before the peers are imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+
+import argparse
+import gc
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("compare.py needs numpy (the reference): pip install -r requirements.txt, see README.md")
+
+REPO = Path(__file__).resolve().parents[2]
+PEERS = ("numpy", "onnxruntime", "openvino", "jax")
+
+
+# --------------------------------------------------------------------------------------------
+# Cases
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    op: str  # "gather" | "gather-elements" | "gather-nd", as the CLI spells it
+    data_shape: tuple[int, ...]
+    indices_shape: tuple[int, ...]
+    axis: int = 0
+    batch_dims: int = 0
+
+    @property
+    def label(self) -> str:
+        if self.op == "gather":
+            return f"Gather axis={self.axis}"
+        if self.op == "gather-elements":
+            return f"GatherElements axis={self.axis}"
+        return f"GatherND b={self.batch_dims}"
+
+    def output_shape(self) -> tuple[int, ...]:
+        d, i = self.data_shape, self.indices_shape
+        if self.op == "gather":  # batch_dims 0 only here
+            return d[: self.axis] + i + d[self.axis + 1 :]
+        if self.op == "gather-elements":
+            return i
+        return i[:-1] + d[self.batch_dims + i[-1] :]
+
+    def cli_args(self) -> list[str]:
+        args = ["--op", self.op]
+        if self.op in ("gather", "gather-elements"):
+            args += ["--axis", str(self.axis)]
+        if self.op in ("gather", "gather-nd"):
+            args += ["--batch-dims", str(self.batch_dims)]
+        return args
+
+
+CASES = [
+    Case("S1", "gather-nd", (1000, 256, 10, 15), (25, 125, 3)),
+    Case("S2", "gather-nd", (30, 2, 100, 35), (30, 2, 3, 1), batch_dims=2),
+    Case("S3", "gather-nd", (1, 64, 64, 320), (1, 64, 64, 1, 1), batch_dims=3),
+    Case("S4", "gather", (6, 12, 10, 24), (15, 4, 20, 28), axis=1),
+    Case("S5", "gather", (30522, 768), (8, 128), axis=0),
+    Case("S6", "gather-elements", (64, 4096), (64, 4096), axis=1),
+    Case("S7", "gather-elements", (1024, 1024), (1024, 1024), axis=0),
+    Case("S8", "gather-nd", (512, 512), (262144, 2)),
+    Case("S9", "gather", (16, 16), (4,), axis=0),
+]
+
+
+def make_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 data and int64 indices, uniform in each indexed dim's valid range [0, size)."""
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal(case.data_shape, dtype=np.float32)
+    ishape = case.indices_shape
+    if case.op == "gather-nd":
+        k, b = ishape[-1], case.batch_dims
+        cols = [rng.integers(0, case.data_shape[b + j], ishape[:-1]) for j in range(k)]
+        indices = np.stack(cols, axis=-1).astype(np.int64)
+    else:
+        indices = rng.integers(0, case.data_shape[case.axis], ishape, dtype=np.int64)
+    return data, np.ascontiguousarray(indices)
+
+
+def nd_index_tuple(xp, case: Case, indices) -> tuple:
+    """GatherND as an advanced-indexing tuple: broadcast aranges for the batch dims, then one
+    column of `indices` per indexed dim. `xp` is numpy or jax.numpy."""
+    b, lead = case.batch_dims, indices.ndim - 1
+    batch = [
+        xp.arange(case.data_shape[i]).reshape([-1 if j == i else 1 for j in range(lead)])
+        for i in range(b)
+    ]
+    cols = [indices[..., j] for j in range(indices.shape[-1])]
+    return tuple(batch + cols)
+
+
+# --------------------------------------------------------------------------------------------
+# Peers: each `setup_*` returns (call, output) where `call()` does one gather and `output()`
+# returns the result of the last call as a numpy array.
+
+Setup = Callable[[Case, np.ndarray, np.ndarray], tuple[Callable[[], object], Callable[[], np.ndarray]]]
+
+
+def setup_numpy(case, data, indices):
+    if case.op == "gather":
+        out = np.empty(case.output_shape(), np.float32)
+        # mode="clip" writes straight into `out`; mode="raise" (the default) buffers and copies.
+        # For the valid, non-negative indices used here both give the same result.
+        return (lambda: np.take(data, indices, axis=case.axis, out=out, mode="clip")), (lambda: out)
+    if case.op == "gather-elements":
+        last = [None]
+
+        def call():
+            last[0] = np.take_along_axis(data, indices, axis=case.axis)
+
+        return call, lambda: last[0]
+    key = nd_index_tuple(np, case, indices)  # views of `indices` and shape-only aranges
+    last = [None]
+
+    def call():
+        last[0] = data[key]
+
+    return call, lambda: last[0]
+
+
+def setup_onnxruntime(case, data, indices):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    attrs = {"axis": case.axis} if case.op != "gather-nd" else {"batch_dims": case.batch_dims}
+    op_type = {"gather": "Gather", "gather-elements": "GatherElements", "gather-nd": "GatherND"}
+    node = helper.make_node(op_type[case.op], ["data", "indices"], ["out"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "gather",
+        [
+            helper.make_tensor_value_info("data", TensorProto.FLOAT, data.shape),
+            helper.make_tensor_value_info("indices", TensorProto.INT64, indices.shape),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, case.output_shape())],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model)
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(
+        model.SerializeToString(), so, providers=["CPUExecutionProvider"]
+    )
+    out = np.empty(case.output_shape(), np.float32)
+    binding = sess.io_binding()
+    # OrtValues over the numpy buffers (no copy on CPU); kept alive by the closure below.
+    inputs = [ort.OrtValue.ortvalue_from_numpy(data), ort.OrtValue.ortvalue_from_numpy(indices)]
+    binding.bind_ortvalue_input("data", inputs[0])
+    binding.bind_ortvalue_input("indices", inputs[1])
+    binding.bind_output("out", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+
+    def call():
+        sess.run_with_iobinding(binding)
+
+    call.keep = (sess, inputs, binding)  # type: ignore[attr-defined]
+    return call, lambda: out
+
+
+def setup_openvino(case, data, indices):
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    p_data = ops.parameter(list(data.shape), ov.Type.f32, name="data")
+    p_idx = ops.parameter(list(indices.shape), ov.Type.i64, name="indices")
+    if case.op == "gather":  # Gather-8
+        node = ops.gather(p_data, p_idx, ops.constant(np.int64(case.axis)), case.batch_dims)
+    elif case.op == "gather-elements":  # GatherElements-6
+        node = ops.gather_elements(p_data, p_idx, case.axis)
+    else:  # GatherND-8: batch dims kept as they are, like ONNX
+        node = ops.gather_nd(p_data, p_idx, case.batch_dims)
+    model = ov.Model([node], [p_data, p_idx], "gather")
+    config = {
+        "INFERENCE_NUM_THREADS": 1,
+        "NUM_STREAMS": 1,
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": "f32",
+    }
+    compiled = ov.Core().compile_model(model, "CPU", config)
+    request = compiled.create_infer_request()
+    out = np.empty(case.output_shape(), np.float32)
+    tensors = [ov.Tensor(data, shared_memory=True), ov.Tensor(indices, shared_memory=True)]
+    request.set_input_tensor(0, tensors[0])
+    request.set_input_tensor(1, tensors[1])
+    out_tensor = ov.Tensor(out, shared_memory=True)
+    request.set_output_tensor(0, out_tensor)
+
+    def call():
+        # Inputs and output are already bound; share_outputs avoids copying the result.
+        request.infer(share_inputs=True, share_outputs=True)
+
+    call.keep = (compiled, tensors, out_tensor)  # type: ignore[attr-defined]
+    return call, lambda: out
+
+
+def setup_jax(case, data, indices):
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)  # keep the indices int64
+    # XLA's own gather clamps start indices, so "promise_in_bounds" is memory-safe; it drops the
+    # extra masking of jnp's default "fill" mode (our indices are all valid).
+    mode = "promise_in_bounds"
+    if case.op == "gather":
+        # data[:, ..., indices]: jnp.take knows no "promise_in_bounds", and its "clip" mode is
+        # several times slower on S5.
+        key = (slice(None),) * case.axis
+        fn = lambda d, i: d.at[key + (i,)].get(mode=mode)  # noqa: E731
+    elif case.op == "gather-elements":
+        fn = lambda d, i: jnp.take_along_axis(d, i, axis=case.axis, mode=mode)  # noqa: E731
+    else:
+        fn = lambda d, i: d.at[nd_index_tuple(jnp, case, i)].get(mode=mode)  # noqa: E731
+    cpu = jax.devices("cpu")[0]
+    d = jax.device_put(data, cpu)
+    i = jax.device_put(indices, cpu)
+    f = jax.jit(fn)
+    last = [f(d, i).block_until_ready()]  # compile outside the timing
+
+    def call():
+        last[0] = f(d, i)
+        last[0].block_until_ready()
+
+    return call, lambda: np.asarray(last[0])
+
+
+SETUPS: dict[str, Setup] = {
+    "numpy": setup_numpy,
+    "onnxruntime": setup_onnxruntime,
+    "openvino": setup_openvino,
+    "jax": setup_jax,
+}
+
+
+def peer_version(peer: str) -> str:
+    """The peer's version, or raises (ImportError etc.) if it cannot be imported."""
+    if peer == "numpy":
+        return np.__version__
+    if peer == "onnxruntime":
+        import onnx
+        import onnxruntime
+
+        return f"{onnxruntime.__version__} (onnx {onnx.__version__})"
+    if peer == "openvino":
+        import openvino
+
+        return openvino.__version__
+    if peer == "jax":
+        import jax
+        import jaxlib
+
+        return f"{jax.__version__} (jaxlib {jaxlib.__version__})"
+    raise ValueError(peer)
+
+
+# --------------------------------------------------------------------------------------------
+# Timing
+
+
+def median_ns(call: Callable[[], object], seconds: float) -> float:
+    """Median time per call in ns: samples of a batch of calls (~20 µs worth), for ~`seconds`."""
+    for _ in range(3):  # warm caches, pages and lazy initialisation
+        call()
+    t = time.perf_counter_ns()
+    call()
+    once = max(time.perf_counter_ns() - t, 1)
+    batch = max(1, min(10_000, 20_000 // once))
+    samples: list[float] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        deadline = time.perf_counter() + seconds
+        while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 200_000):
+            t = time.perf_counter_ns()
+            for _ in range(batch):
+                call()
+            samples.append((time.perf_counter_ns() - t) / batch)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return statistics.median(samples)
+
+
+def memcpy_ns(nbytes: int, seconds: float) -> float:
+    """np.copyto of an output-sized buffer into a preallocated one."""
+    src = np.random.default_rng(1).standard_normal(nbytes // 4, dtype=np.float32)
+    dst = np.empty_like(src)
+    return median_ns(lambda: np.copyto(dst, src), seconds)
+
+
+# --------------------------------------------------------------------------------------------
+# gather-jit through its CLI
+
+
+def run_cli(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, check=False)
+
+
+def check_gather_jit(binary: Path, case: Case, data, indices, reference, tmp: Path) -> str | None:
+    """None if `gather-jit run --check` on the same inputs gives numpy's result, else why not."""
+    paths = [tmp / "data.npy", tmp / "indices.npy", tmp / "out.npy"]
+    np.save(paths[0], data)
+    np.save(paths[1], indices)
+    try:
+        cmd = [str(binary), "run", *case.cli_args(), str(paths[0]), str(paths[1])]
+        proc = run_cli(cmd + ["-o", str(paths[2]), "--check"])
+        if proc.returncode != 0:
+            return f"`gather-jit run` exited {proc.returncode}: {proc.stderr.strip()[:200]}"
+        got = np.load(paths[2])
+        return mismatch(got, reference)
+    finally:
+        for p in paths:
+            p.unlink(missing_ok=True)
+
+
+def bench_gather_jit(binary: Path, case: Case, seconds: float) -> dict:
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    cmd = [str(binary), "bench", *case.cli_args(), "--data-shape", shape(case.data_shape),
+           "--indices-shape", shape(case.indices_shape), "--dtype", "f32", "--index-type", "i64",
+           "--time-ms", str(max(1, round(seconds * 1000))), "--json"]  # fmt: skip
+    proc = run_cli(cmd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"exited {proc.returncode}: {proc.stderr.strip()[:200]}")
+    result = json.loads(proc.stdout)
+    if tuple(result["output_shape"]) != case.output_shape():
+        raise RuntimeError(f"output shape {result['output_shape']} != {case.output_shape()}")
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+
+
+def mismatch(got: np.ndarray, want: np.ndarray) -> str | None:
+    """None if equal (shape, dtype and every bit of every value), else a short description."""
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"wrong output shape {got.shape}, numpy gives {want.shape}"
+    if got.dtype != want.dtype:
+        return f"wrong output dtype {got.dtype}"
+    if not np.array_equal(got, want):
+        bad = int(np.count_nonzero(got != want))
+        return f"output differs from numpy in {bad} of {want.size} elements"
+    return None
+
+
+def short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    return text[:160]
+
+
+@dataclass
+class Row:
+    case: Case
+    times: dict[str, float] = field(default_factory=dict)  # peer -> median ns
+    notes: dict[str, str] = field(default_factory=dict)  # peer -> why n/a
+    memcpy_np: float | None = None
+    cli: dict | None = None
+
+
+def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
+             seconds: float, seed: int, tmp: Path, log) -> Row:  # fmt: skip
+    row = Row(case)
+    data, indices = make_inputs(case, seed)
+    reference = setup_numpy_reference(case, data, indices)
+    assert reference.shape == case.output_shape(), (reference.shape, case.output_shape())
+
+    for peer in peers:
+        if peer in broken:  # not importable: said once, in the header
+            continue
+        log(f"{case.name} {peer} ...")
+        try:
+            call, output = SETUPS[peer](case, data, indices)
+            call()
+            why = mismatch(output(), reference)
+            if why:
+                row.notes[peer] = why
+            else:
+                row.times[peer] = median_ns(call, seconds)
+            del call, output
+        except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
+            row.notes[peer] = short(exc)
+            log(traceback.format_exc())
+        gc.collect()
+
+    log(f"{case.name} memcpy ...")
+    row.memcpy_np = memcpy_ns(reference.nbytes, seconds)
+
+    log(f"{case.name} gather-jit ...")
+    try:
+        why = check_gather_jit(binary, case, data, indices, reference, tmp)
+        if why:
+            row.notes["gather-jit"] = why
+        else:
+            row.cli = bench_gather_jit(binary, case, seconds)
+            row.times["gather-jit"] = row.cli["median_ns"]
+    except Exception as exc:  # noqa: BLE001
+        row.notes["gather-jit"] = short(exc)
+    return row
+
+
+def setup_numpy_reference(case: Case, data, indices) -> np.ndarray:
+    """numpy's result, computed with the plain (raising, allocating) spellings."""
+    if case.op == "gather":
+        return np.take(data, indices, axis=case.axis)
+    if case.op == "gather-elements":
+        return np.take_along_axis(data, indices, axis=case.axis)
+    return data[nd_index_tuple(np, case, indices)]
+
+
+def fmt_us(ns: float | None) -> str:
+    if ns is None:
+        return "n/a"
+    us = ns / 1000
+    if us >= 100:
+        return f"{us:,.0f}"
+    if us >= 10:
+        return f"{us:.1f}"
+    if us >= 1:
+        return f"{us:.2f}"
+    return f"{us:.3f}"
+
+
+def table(rows: list[Row], peers: list[str]) -> str:
+    head = ["case", "op", "data shape", "indices shape", "gather-jit", *peers, "best peer",
+            "gather-jit / best", "memcpy (numpy)", "memcpy (gather-jit CLI)"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        c = r.case
+        timed = {p: r.times[p] for p in peers if p in r.times}
+        best = min(timed, key=timed.get) if timed else None
+        jit = r.times.get("gather-jit")
+        ratio = f"{jit / timed[best]:.2f}" if best and jit else "n/a"
+        cells = [
+            c.name,
+            c.label,
+            "[" + ",".join(map(str, c.data_shape)) + "]",
+            "[" + ",".join(map(str, c.indices_shape)) + "]",
+            fmt_us(jit),
+            *(fmt_us(r.times.get(p)) for p in peers),
+            f"{fmt_us(timed[best])} ({best})" if best else "n/a",
+            ratio,
+            fmt_us(r.memcpy_np),
+            fmt_us(r.cli["memcpy_ns"]) if r.cli else "n/a",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cli_table(rows: list[Row]) -> str:
+    lines = ["| case | compile (µs) | cache hit (ns) | gather-jit / memcpy (CLI) | GB/s | code bytes |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        if not r.cli:
+            continue
+        j = r.cli
+        lines.append(
+            f"| {r.case.name} | {j['compile_ns'] / 1000:.0f} | {j['cache_hit_ns']:.0f} "
+            f"| {j['ratio_to_memcpy']:.2f} | {j['gbps']:.2f} | {j['code_bytes']} |"
+        )
+    return "\n".join(lines)
+
+
+def header(binary: Path, versions: dict[str, str], broken: dict[str, str]) -> str:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    jit_version = run_cli([str(binary), "--version"]).stdout.strip() or "n/a"
+    # The commit of the checkout the binary was built in (target/release/ lies inside it).
+    where = str(binary.resolve().parent)
+    commit = run_cli(["git", "-C", where, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    if commit:
+        dirty = run_cli(["git", "-C", where, "status", "--porcelain", "--", ":/src", ":/cli",
+                         ":/Cargo.toml", ":/Cargo.lock"]).stdout.strip()  # fmt: skip
+        commit += " + uncommitted changes in src/ or cli/" if dirty else ""
+    out = [
+        f"date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"machine: {cpu}, {os.cpu_count()} cpus, affinity {sorted(os.sched_getaffinity(0))}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"python {platform.python_version()}; {jit_version} at commit {commit or '?'}",
+    ]
+    for peer in PEERS:
+        if peer in versions:
+            out.append(f"{peer} {versions[peer]}")
+        elif peer in broken:
+            out.append(f"{peer}: n/a ({broken[peer]})")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default="all", help="comma-separated, e.g. S1,S5 (default all)")
+    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of peers")
+    ap.add_argument("--repeat-seconds", type=float, default=1.0,
+                    help="time spent timing each peer on each case (default 1.0)")  # fmt: skip
+    ap.add_argument("--seed", type=int, default=42, help="seed of the data and indices")
+    ap.add_argument("--gather-jit", type=Path, default=REPO / "target/release/gather-jit",
+                    help="the CLI binary (cargo build --release -p gather-jit-cli)")  # fmt: skip
+    ap.add_argument("--json", type=Path, help="also write the raw results here")
+    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    args = ap.parse_args()
+
+    by_name = {c.name: c for c in CASES}
+    names = list(by_name) if args.cases == "all" else [s.strip().upper() for s in args.cases.split(",")]
+    unknown = [n for n in names if n not in by_name]
+    wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
+    peers = [p for p in PEERS if p in wanted]
+    if unknown or any(p not in PEERS for p in wanted):
+        ap.error(f"cases are S1..S9, peers are {', '.join(PEERS)}")
+    if not args.gather_jit.exists():
+        ap.error(f"{args.gather_jit} not found: cargo build --release -p gather-jit-cli")
+
+    log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    versions, broken = {}, {}
+    for peer in peers:
+        try:
+            versions[peer] = peer_version(peer)
+        except Exception as exc:  # noqa: BLE001 - not installed or broken: n/a for every case
+            broken[peer] = short(exc)
+
+    start_load = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gather-jit-peers-") as tmp:
+        for name in names:
+            rows.append(run_case(by_name[name], peers, broken, args.gather_jit,
+                                 args.repeat_seconds, args.seed, Path(tmp), log))  # fmt: skip
+
+    print(header(args.gather_jit, versions, broken))
+    print(f"load average at start {start_load[0]:.2f}, at end {os.getloadavg()[0]:.2f} (1 min)")
+    floor = median_ns(lambda: None, min(args.repeat_seconds, 0.2))
+    print(f"harness floor: one call of an empty Python function in the timing loop {floor:.0f} ns")
+    print()
+    print("Median µs per call, single thread, f32 data, i64 indices:")
+    print()
+    print(table(rows, peers))
+    print()
+    print("gather-jit (from `gather-jit bench --json`):")
+    print()
+    print(cli_table(rows))
+    notes = [(r.case.name, p, why) for r in rows for p, why in r.notes.items()]
+    if notes:
+        print()
+        print("n/a:")
+        for name, peer, why in notes:
+            print(f"- {name} {peer}: {why}")
+    if args.json:
+        raw = [
+            {"case": r.case.name, "median_ns": r.times, "n/a": r.notes,
+             "memcpy_numpy_ns": r.memcpy_np, "gather_jit_cli": r.cli}  # fmt: skip
+            for r in rows
+        ]
+        args.json.write_text(json.dumps({"versions": versions, "rows": raw}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
