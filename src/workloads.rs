@@ -97,14 +97,15 @@ pub fn model_cases() -> Vec<Workload> {
     ]
 }
 
-/// A small xorshift generator: deterministic inputs without a dependency.
+/// Marsaglia's xorshift64: small, fast and reproducible, for inputs without a dependency.
 #[derive(Clone, Debug)]
 pub struct XorShift(u64);
 
 impl XorShift {
-    /// A generator from `seed` (any value).
+    /// A generator for `seed` (any value, 0 included).
     pub fn new(seed: u64) -> XorShift {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        // Mix the seed (splitmix64 constant) so that nearby seeds start far apart; never 0.
+        XorShift((seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9) | 1)
     }
 
     /// The next 64 random bits.
@@ -116,33 +117,43 @@ impl XorShift {
         self.0 = x;
         x
     }
+
+    /// A value in `0..n` (`n > 0`), by multiply-shift (bias below 2^-32 for the sizes here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Fills `bytes` with random bits.
+    pub fn fill(&mut self, bytes: &mut [u8]) {
+        let mut chunks = bytes.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&self.next_u64().to_ne_bytes());
+        }
+        let rest = chunks.into_remainder();
+        let last = self.next_u64().to_ne_bytes();
+        rest.copy_from_slice(&last[..rest.len()]);
+    }
 }
 
-/// Random data bytes and random *valid* indices (in `0..dim`) for a validated signature,
-/// native-endian and C-contiguous.
+/// Random data bytes and random *valid* indices for a validated signature, native-endian and
+/// C-contiguous. Each index is drawn from `0..s` (`s` the data dim it selects, capped by the
+/// index type's range); an index into an empty dim is 0, which only the `Zero` policy accepts.
 pub fn random_inputs(validated: &Validated, seed: u64) -> (Vec<u8>, Vec<u8>) {
     let sig = validated.signature();
     let mut rng = XorShift::new(seed);
-    let data_bytes = validated.data_len() * sig.dtype.size();
-    let mut data = Vec::with_capacity(data_bytes + 8);
-    while data.len() < data_bytes {
-        data.extend_from_slice(&rng.next_u64().to_ne_bytes());
-    }
-    data.truncate(data_bytes);
+    let mut data = vec![0u8; validated.data_len() * sig.dtype.size()];
+    rng.fill(&mut data);
     if sig.dtype == crate::ir::DType::Bool {
         data.iter_mut().for_each(|b| *b &= 1);
     }
+    let indices = random_indices(validated, &mut rng);
+    (data, indices)
+}
+
+/// Random valid indices for `validated` (see [`random_inputs`]).
+pub fn random_indices(validated: &Validated, rng: &mut XorShift) -> Vec<u8> {
+    let sig = validated.signature();
     let index_type = sig.index_type;
-    // Valid indices must also fit the index type (an i8 index reaches at most 127).
-    let type_limit: u64 = match index_type.size() {
-        1 if index_type.is_signed() => 1 << 7,
-        1 => 1 << 8,
-        2 if index_type.is_signed() => 1 << 15,
-        2 => 1 << 16,
-        4 if index_type.is_signed() => 1 << 31,
-        4 => 1 << 32,
-        _ => 1 << 63,
-    };
     let shape = &sig.indices_shape;
     let mut indices = Vec::with_capacity(validated.indices_len() * index_type.size());
     let mut position = vec![0usize; shape.len()];
@@ -152,29 +163,12 @@ pub fn random_inputs(validated: &Validated, seed: u64) -> (Vec<u8>, Vec<u8>) {
             *last = flat % shape[shape.len() - 1];
         }
         let dim = sig.data_shape[validated.indexed_data_dim(&position)] as u64;
-        let limit = dim.min(type_limit);
-        let value = if limit == 0 {
-            0
-        } else {
-            rng.next_u64() % limit
-        };
-        encode_index(index_type, value, &mut indices);
+        let limit = dim.min(index_type.max_value().saturating_add(1));
+        let value = if limit == 0 { 0 } else { rng.below(limit) };
+        let fits = index_type.try_encode(value.into(), &mut indices);
+        debug_assert!(fits, "below the type's maximum");
     }
-    (data, indices)
-}
-
-/// Appends `value` (which fits the type) in `index_type`'s native-endian encoding.
-fn encode_index(index_type: IndexType, value: u64, out: &mut Vec<u8>) {
-    match index_type {
-        IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
-        IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
-        IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
-        IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
-        IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
-        IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
-        IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
-        IndexType::U64 => out.extend(value.to_ne_bytes()),
-    }
+    indices
 }
 
 /// The op name and attributes as a short label (`GatherND b=2`).

@@ -273,23 +273,10 @@ fn encode_indices(name: &str, index_type: IndexType, values: &Value) -> Vec<u8> 
             .map(i128::from)
             .or_else(|| v.as_u64().map(i128::from))
             .unwrap_or_else(|| panic!("{name}: index {v} is not an integer"));
-        macro_rules! push {
-            ($t:ty) => {{
-                let x = <$t>::try_from(value)
-                    .unwrap_or_else(|_| panic!("{name}: index {value} does not fit {index_type}"));
-                out.extend_from_slice(&x.to_ne_bytes())
-            }};
-        }
-        match index_type {
-            IndexType::I8 => push!(i8),
-            IndexType::U8 => push!(u8),
-            IndexType::I16 => push!(i16),
-            IndexType::U16 => push!(u16),
-            IndexType::I32 => push!(i32),
-            IndexType::U32 => push!(u32),
-            IndexType::I64 => push!(i64),
-            IndexType::U64 => push!(u64),
-        }
+        assert!(
+            index_type.try_encode(value, &mut out),
+            "{name}: index {value} does not fit {index_type}"
+        );
     }
     out
 }

@@ -100,21 +100,6 @@ fn index_value(choice: (u8, u64), size: usize) -> i128 {
     }
 }
 
-/// Stores `value` in `index_type`, truncating like a C cast (so negatives in unsigned types
-/// become large values, and large values wrap).
-fn encode_index(index_type: IndexType, value: i128, out: &mut Vec<u8>) {
-    match index_type {
-        IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
-        IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
-        IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
-        IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
-        IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
-        IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
-        IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
-        IndexType::U64 => out.extend((value as u64).to_ne_bytes()),
-    }
-}
-
 /// Fills data and indices for a signature that has already been built.
 fn fill(signature: Signature, choices: Vec<(u8, u64)>, seed: u8) -> Problem {
     let validated = signature.validate().expect("valid");
@@ -142,11 +127,10 @@ fn fill(signature: Signature, choices: Vec<(u8, u64)>, seed: u8) -> Problem {
         }
         let size = signature.data_shape[validated.indexed_data_dim(&position)];
         let choice = choices[flat % choices.len()];
-        encode_index(
-            signature.index_type,
-            index_value(choice, size),
-            &mut indices,
-        );
+        // Truncated like a C cast: negatives in unsigned types become large values.
+        signature
+            .index_type
+            .encode_wrapping(index_value(choice, size), &mut indices);
     }
     Problem {
         signature,

@@ -9,23 +9,10 @@ use gather_jit::IndexType;
 pub fn index_bytes(index_type: IndexType, indices: &[i64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(indices.len() * index_type.size());
     for &i in indices {
-        macro_rules! push {
-            ($t:ty) => {{
-                let x = <$t>::try_from(i)
-                    .unwrap_or_else(|_| panic!("index {i} does not fit {index_type}"));
-                out.extend_from_slice(&x.to_ne_bytes())
-            }};
-        }
-        match index_type {
-            IndexType::I8 => push!(i8),
-            IndexType::U8 => push!(u8),
-            IndexType::I16 => push!(i16),
-            IndexType::U16 => push!(u16),
-            IndexType::I32 => push!(i32),
-            IndexType::U32 => push!(u32),
-            IndexType::I64 => push!(i64),
-            IndexType::U64 => push!(u64),
-        }
+        assert!(
+            index_type.try_encode(i.into(), &mut out),
+            "index {i} does not fit {index_type}"
+        );
     }
     out
 }

@@ -1,45 +1,11 @@
-//! Seeded random inputs: data bytes and indices that are valid for a signature.
+//! Seeded random inputs: data bytes and indices that are valid for a signature, from the
+//! library's [`gather_jit::workloads`] generator, with a usage error where none can be valid.
 
-use gather_jit::{IndexType, OutOfRange, ResolvedOp, Validated};
+pub use gather_jit::workloads::XorShift;
+use gather_jit::workloads::random_indices;
+use gather_jit::{OutOfRange, Validated};
 
 use crate::failure::{Failure, Result};
-
-/// Marsaglia's xorshift64: small, fast and reproducible, which is all a demo needs.
-pub struct XorShift(u64);
-
-impl XorShift {
-    /// A generator for `seed` (any value, 0 included).
-    pub fn new(seed: u64) -> XorShift {
-        // Mix the seed (splitmix64 constant) so that nearby seeds start far apart; never 0.
-        XorShift((seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9) | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// A value in `0..n` (`n > 0`), by multiply-shift (bias below 2^-32 for the sizes here).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    /// Fills `bytes` with random bits.
-    pub fn fill(&mut self, bytes: &mut [u8]) {
-        let mut chunks = bytes.chunks_exact_mut(8);
-        for chunk in &mut chunks {
-            chunk.copy_from_slice(&self.next_u64().to_ne_bytes());
-        }
-        let rest = chunks.into_remainder();
-        let last = self.next_u64().to_ne_bytes();
-        rest.copy_from_slice(&last[..rest.len()]);
-    }
-}
 
 /// `len` random bytes: data for any element type (gather only moves bytes, so NaN patterns in
 /// float data are fine; agreement is checked byte for byte).
@@ -57,60 +23,25 @@ pub fn bytes(len: usize, rng: &mut XorShift) -> Vec<u8> {
 /// zero-fills out-of-range slices, in which case 0 is used).
 pub fn valid_indices(validated: &Validated, rng: &mut XorShift) -> Result<Vec<u8>> {
     let sig = validated.signature();
-    let index_type = sig.index_type;
-    let count = validated.indices_len();
-    let mut out = Vec::with_capacity(count * index_type.size());
-    let dim_of = |i: usize| -> usize {
-        match validated.op() {
-            ResolvedOp::Gather { axis, .. } | ResolvedOp::GatherElements { axis } => axis,
-            ResolvedOp::GatherNd {
-                batch_dims,
-                index_depth,
-            } => batch_dims + i % index_depth,
+    let needs_valid = validated.indices_len() > 0 && sig.policy.out_of_range != OutOfRange::Zero;
+    if needs_valid {
+        let depth = sig.indices_shape.last().copied().unwrap_or(1);
+        // Every data dim an index can select (GatherND: one per tuple coordinate).
+        for coordinate in 0..depth.max(1) {
+            let mut position = vec![0; sig.indices_shape.len()];
+            if let Some(last) = position.last_mut() {
+                *last = coordinate;
+            }
+            let dim = validated.indexed_data_dim(&position);
+            if sig.data_shape[dim] == 0 {
+                return Err(Failure::usage(format!(
+                    "cannot make valid indices: data dim {dim} of shape {:?} is empty",
+                    sig.data_shape
+                )));
+            }
         }
-    };
-    for i in 0..count {
-        let dim = dim_of(i);
-        let size = (sig.data_shape[dim] as u64).min(max_index(index_type).saturating_add(1));
-        let value = if size > 0 {
-            rng.below(size)
-        } else if sig.policy.out_of_range == OutOfRange::Zero {
-            0
-        } else {
-            return Err(Failure::usage(format!(
-                "cannot make valid indices: data dim {dim} of shape {:?} is empty",
-                sig.data_shape
-            )));
-        };
-        push_index(&mut out, index_type, value);
     }
-    Ok(out)
-}
-
-/// The largest value of an index type.
-fn max_index(index_type: IndexType) -> u64 {
-    match index_type {
-        IndexType::I8 => i8::MAX as u64,
-        IndexType::U8 => u8::MAX as u64,
-        IndexType::I16 => i16::MAX as u64,
-        IndexType::U16 => u16::MAX as u64,
-        IndexType::I32 => i32::MAX as u64,
-        IndexType::U32 => u32::MAX as u64,
-        IndexType::I64 => i64::MAX as u64,
-        IndexType::U64 => u64::MAX,
-    }
-}
-
-/// Appends `value` (at most [`max_index`]) as a native-endian `index_type`.
-pub fn push_index(out: &mut Vec<u8>, index_type: IndexType, value: u64) {
-    let bytes = value.to_ne_bytes();
-    let size = index_type.size();
-    // The value fits, so its low `size` bytes are the whole number in either byte order.
-    if cfg!(target_endian = "little") {
-        out.extend_from_slice(&bytes[..size]);
-    } else {
-        out.extend_from_slice(&bytes[8 - size..]);
-    }
+    Ok(random_indices(validated, rng))
 }
 
 #[cfg(test)]

@@ -404,6 +404,59 @@ impl IndexType {
         IndexType::ALL.into_iter().find(|t| t.name() == short)
     }
 
+    /// The largest value the type holds.
+    pub fn max_value(self) -> u64 {
+        match self {
+            IndexType::I8 => i8::MAX as u64,
+            IndexType::U8 => u8::MAX as u64,
+            IndexType::I16 => i16::MAX as u64,
+            IndexType::U16 => u16::MAX as u64,
+            IndexType::I32 => i32::MAX as u64,
+            IndexType::U32 => u32::MAX as u64,
+            IndexType::I64 => i64::MAX as u64,
+            IndexType::U64 => u64::MAX,
+        }
+    }
+
+    /// Appends `value` in this type, native-endian; returns `false` (appending nothing) if it
+    /// does not fit.
+    pub fn try_encode(self, value: i128, out: &mut Vec<u8>) -> bool {
+        macro_rules! push {
+            ($t:ty) => {
+                match <$t>::try_from(value) {
+                    Ok(v) => out.extend_from_slice(&v.to_ne_bytes()),
+                    Err(_) => return false,
+                }
+            };
+        }
+        match self {
+            IndexType::I8 => push!(i8),
+            IndexType::U8 => push!(u8),
+            IndexType::I16 => push!(i16),
+            IndexType::U16 => push!(u16),
+            IndexType::I32 => push!(i32),
+            IndexType::U32 => push!(u32),
+            IndexType::I64 => push!(i64),
+            IndexType::U64 => push!(u64),
+        }
+        true
+    }
+
+    /// Appends `value` in this type, native-endian, truncated like a C cast (so `-1` as `u8`
+    /// is 255): for building hostile indices in tests.
+    pub fn encode_wrapping(self, value: i128, out: &mut Vec<u8>) {
+        match self {
+            IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
+            IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
+            IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
+            IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
+            IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
+            IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
+            IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
+            IndexType::U64 => out.extend((value as u64).to_ne_bytes()),
+        }
+    }
+
     /// Reads the index at element position `i` of a native-endian buffer, widened losslessly.
     ///
     /// # Panics
