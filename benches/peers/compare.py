@@ -15,9 +15,10 @@ cheapest way it allows from Python:
 
 Before timing, each peer's output (and gather-jit's, through `gather-jit run --check` on the same
 .npy inputs) is compared with numpy's; a peer that disagrees, fails to import or fails to run is
-reported as n/a with the reason. Each timing is the median over samples taken for about
---repeat-seconds per peer and case; a sample is a batch of calls (about 20 µs worth) divided by
-its size, as in the CLI.
+reported as n/a with the reason. Each peer gets about --repeat-seconds per case, split into
+--rounds interleaved rounds so that a burst of load from elsewhere hits every peer alike; a sample
+is a batch of calls (about 20 µs worth) divided by its size, as in the CLI, and a peer's time is
+the median of its samples (gather-jit's, the median of its per-round `bench` medians).
 
 It installs nothing: see README.md beside it. Pin the process to one core for steady numbers, e.g.
 `taskset -c 0 python compare.py` (the gather-jit child processes inherit the affinity).
@@ -203,7 +204,7 @@ def setup_onnxruntime(case, data, indices):
     def call():
         sess.run_with_iobinding(binding)
 
-    call.keep = (sess, inputs, binding)  # type: ignore[attr-defined]
+    call.keep = (sess, inputs, binding, out)  # type: ignore[attr-defined]
     return call, lambda: out
 
 
@@ -239,7 +240,7 @@ def setup_openvino(case, data, indices):
         # Inputs and output are already bound; share_outputs avoids copying the result.
         request.infer(share_inputs=True, share_outputs=True)
 
-    call.keep = (compiled, tensors, out_tensor)  # type: ignore[attr-defined]
+    call.keep = (compiled, tensors, out_tensor, out)  # type: ignore[attr-defined]
     return call, lambda: out
 
 
@@ -306,35 +307,54 @@ def peer_version(peer: str) -> str:
 # Timing
 
 
-def median_ns(call: Callable[[], object], seconds: float) -> float:
-    """Median time per call in ns: samples of a batch of calls (~20 µs worth), for ~`seconds`."""
-    for _ in range(3):  # warm caches, pages and lazy initialisation
+class Sampler:
+    """Times one callable in slices: warmed up and its batch size fixed once, then each
+    `take(seconds)` adds samples (ns per call: a batch of ~20 µs worth of calls, at least one,
+    divided by its size, as in the CLI) for about that long."""
+
+    def __init__(self, call: Callable[[], object]):
+        for _ in range(3):  # warm caches, pages and lazy initialisation
+            call()
+        t = time.perf_counter_ns()
         call()
-    t = time.perf_counter_ns()
-    call()
-    once = max(time.perf_counter_ns() - t, 1)
-    batch = max(1, min(10_000, 20_000 // once))
-    samples: list[float] = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        deadline = time.perf_counter() + seconds
-        while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 200_000):
-            t = time.perf_counter_ns()
-            for _ in range(batch):
-                call()
-            samples.append((time.perf_counter_ns() - t) / batch)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return statistics.median(samples)
+        once = max(time.perf_counter_ns() - t, 1)
+        self.call = call
+        self.batch = max(1, min(10_000, 20_000 // once))
+        self.samples: list[float] = []
+
+    def take(self, seconds: float, at_least: int = 3) -> None:
+        call, batch, samples = self.call, self.batch, []
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            deadline = time.perf_counter() + seconds
+            while len(samples) < at_least or (
+                time.perf_counter() < deadline and len(samples) < 200_000
+            ):
+                t = time.perf_counter_ns()
+                for _ in range(batch):
+                    call()
+                samples.append((time.perf_counter_ns() - t) / batch)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self.samples += samples
+
+    def median(self) -> float:
+        return statistics.median(self.samples)
 
 
-def memcpy_ns(nbytes: int, seconds: float) -> float:
+def median_ns(call: Callable[[], object], seconds: float) -> float:
+    sampler = Sampler(call)
+    sampler.take(seconds, at_least=5)
+    return sampler.median()
+
+
+def memcpy_call(nbytes: int) -> Callable[[], object]:
     """np.copyto of an output-sized buffer into a preallocated one."""
     src = np.random.default_rng(1).standard_normal(nbytes // 4, dtype=np.float32)
     dst = np.empty_like(src)
-    return median_ns(lambda: np.copyto(dst, src), seconds)
+    return lambda: np.copyto(dst, src)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,16 +428,21 @@ class Row:
 
 
 def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
-             seconds: float, seed: int, tmp: Path, log) -> Row:  # fmt: skip
+             seconds: float, rounds: int, seed: int, tmp: Path, log) -> Row:  # fmt: skip
+    """Sets every peer up and checks its output, then times them all in `rounds` interleaved
+    rounds, the order rotating, so that a burst of load from elsewhere is shared out rather than
+    landing on one peer. A peer's time is the median of all its samples; gather-jit's is the
+    median of its per-round `gather-jit bench` medians."""
     row = Row(case)
     data, indices = make_inputs(case, seed)
     reference = setup_numpy_reference(case, data, indices)
     assert reference.shape == case.output_shape(), (reference.shape, case.output_shape())
 
+    samplers: dict[str, Sampler] = {}
     for peer in peers:
         if peer in broken:  # not importable: said once, in the header
             continue
-        log(f"{case.name} {peer} ...")
+        log(f"{case.name} {peer}: set up and check")
         try:
             call, output = SETUPS[peer](case, data, indices)
             call()
@@ -425,27 +450,57 @@ def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
             if why:
                 row.notes[peer] = why
             else:
-                row.times[peer] = median_ns(call, seconds)
-            del call, output
+                # `output` too: it owns the buffer that ONNX Runtime and OpenVINO write into.
+                samplers[peer] = Sampler(call)
+                samplers[peer].keep = output  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
             row.notes[peer] = short(exc)
             log(traceback.format_exc())
-        gc.collect()
+    samplers["memcpy"] = Sampler(memcpy_call(reference.nbytes))
 
-    log(f"{case.name} memcpy ...")
-    row.memcpy_np = memcpy_ns(reference.nbytes, seconds)
-
-    log(f"{case.name} gather-jit ...")
+    log(f"{case.name} gather-jit: check")
     try:
         why = check_gather_jit(binary, case, data, indices, reference, tmp)
-        if why:
-            row.notes["gather-jit"] = why
-        else:
-            row.cli = bench_gather_jit(binary, case, seconds)
-            row.times["gather-jit"] = row.cli["median_ns"]
     except Exception as exc:  # noqa: BLE001
-        row.notes["gather-jit"] = short(exc)
+        why = short(exc)
+    if why:
+        row.notes["gather-jit"] = why
+
+    names = list(samplers) + ([] if why else ["gather-jit"])
+    cli_runs: list[dict] = []
+    for r in range(rounds):
+        log(f"{case.name} timing, round {r + 1} of {rounds}")
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            if name != "gather-jit":
+                samplers[name].take(seconds / rounds)
+                continue
+            try:
+                cli_runs.append(bench_gather_jit(binary, case, seconds / rounds))
+            except Exception as exc:  # noqa: BLE001
+                row.notes["gather-jit"] = short(exc)
+                names.remove("gather-jit")
+
+    for name, sampler in samplers.items():
+        if name == "memcpy":
+            row.memcpy_np = sampler.median()
+        else:
+            row.times[name] = sampler.median()
+    if cli_runs and "gather-jit" in names:
+        row.cli = merge_cli_runs(cli_runs)
+        row.times["gather-jit"] = row.cli["median_ns"]
+    del samplers
+    gc.collect()
     return row
+
+
+def merge_cli_runs(runs: list[dict]) -> dict:
+    """The first run's JSON with every numeric field replaced by its median over the runs."""
+    merged = dict(runs[0])
+    for key, value in runs[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            merged[key] = statistics.median(run[key] for run in runs)
+    merged["runs"] = len(runs)
+    return merged
 
 
 def setup_numpy_reference(case: Case, data, indices) -> np.ndarray:
@@ -552,6 +607,8 @@ def main() -> int:
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of peers")
     ap.add_argument("--repeat-seconds", type=float, default=1.0,
                     help="time spent timing each peer on each case (default 1.0)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds the time of each peer is split into (default 3)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=42, help="seed of the data and indices")
     ap.add_argument("--gather-jit", type=Path, default=REPO / "target/release/gather-jit",
                     help="the CLI binary (cargo build --release -p gather-jit-cli)")  # fmt: skip
@@ -581,8 +638,8 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="gather-jit-peers-") as tmp:
         for name in names:
-            rows.append(run_case(by_name[name], peers, broken, args.gather_jit,
-                                 args.repeat_seconds, args.seed, Path(tmp), log))  # fmt: skip
+            rows.append(run_case(by_name[name], peers, broken, args.gather_jit, args.repeat_seconds,
+                                 max(1, args.rounds), args.seed, Path(tmp), log))  # fmt: skip
 
     print(header(args.gather_jit, versions, broken))
     print(f"load average at start {start_load[0]:.2f}, at end {os.getloadavg()[0]:.2f} (1 min)")
