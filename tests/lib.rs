@@ -2,8 +2,10 @@
 
 mod conformance;
 mod errors;
+mod hostile;
 mod interp_props;
 mod jit;
 mod jit_props;
+mod reliability;
 mod seeds;
 mod util;
