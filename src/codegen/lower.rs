@@ -136,9 +136,9 @@ impl Lowering<'_> {
     }
 
     /// Emits loop `depth` over `i in from..to`, carrying the data, indices and output pointers
-    /// as block parameters, and leaves the builder in the loop's exit block. The innermost loop
-    /// is unrolled by [`unroll_factor`]: a main loop of whole groups, then a remainder loop; an
-    /// inner innermost loop (constant extent) that short is emitted straight-line.
+    /// as block parameters, and leaves the builder in the loop's exit block. An innermost loop
+    /// of small slices is unrolled (see [`Lowering::emit_unrolled`]); a short inner innermost
+    /// loop (constant extent) is emitted straight-line.
     fn emit_loop(
         &self,
         b: &mut FunctionBuilder,
@@ -157,47 +157,75 @@ impl Lowering<'_> {
         if innermost && depth > 0 && spec.extent <= unroll.max(4) {
             // A short inner loop of constant extent: straight-line code, no counter.
             for k in 0..spec.extent {
-                let data = self.advance_const(b, pointers[0], k * spec.data_stride);
-                let indices = self.advance_const(b, pointers[1], k * spec.indices_stride);
-                let output = self.advance_const(b, pointers[2], k * spec.output_stride);
+                let [data, indices, output] = self.step(b, pointers, depth, k);
                 self.emit_lookup(b, data, indices, output);
             }
             return;
         }
+        if unroll > 1 {
+            return self.emit_unrolled(b, depth, unroll, from, to, pointers);
+        }
+        let body = b.create_block();
         let exit = b.create_block();
-        let pointers = if unroll > 1 {
-            // Main loop while a whole group remains; it exits to the remainder loop.
-            let rest = b.create_block();
-            b.append_block_param(rest, I64);
-            for _ in 0..3 {
-                b.append_block_param(rest, self.pointer);
-            }
-            self.emit_rotated_loop(b, depth, unroll, from, to, pointers, rest);
-            b.switch_to_block(rest);
-            b.seal_block(rest);
-            let p = b.block_params(rest).to_vec();
-            self.emit_rotated_loop(b, depth, 1, p[0], to, [p[1], p[2], p[3]], exit);
-            return self.finish_loop(b, exit);
-        } else {
-            pointers
-        };
-        self.emit_rotated_loop(b, depth, 1, from, to, pointers, exit);
-        self.finish_loop(b, exit)
-    }
+        self.append_state_params(b, body);
+        let enter = b.ins().icmp(IntCC::UnsignedLessThan, from, to);
+        let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
+        b.ins().brif(enter, body, &args, exit, &[]);
 
-    fn finish_loop(&self, b: &mut FunctionBuilder, exit: Block) {
+        b.switch_to_block(body);
+        let p = b.block_params(body).to_vec();
+        let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
+        if innermost {
+            self.emit_lookup(b, pointers[0], pointers[1], pointers[2]);
+        } else {
+            let zero = b.ins().iconst(I64, 0);
+            let extent = b
+                .ins()
+                .iconst(I64, self.plan.loops[depth + 1].extent as i64);
+            self.emit_loop(b, depth + 1, zero, extent, pointers);
+        }
+        let next = b.ins().iadd_imm_s(i, 1);
+        let [data, indices, output] = self.step(b, pointers, depth, 1);
+        let again = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
+        let args = [next, data, indices, output].map(BlockArg::from);
+        b.ins().brif(again, body, &args, exit, &[]);
+        // Both predecessors of `body` (the entry test and the back edge) now exist.
+        b.seal_block(body);
         b.switch_to_block(exit);
         b.seal_block(exit);
     }
 
-    /// A rotated loop (one test before, one at the bottom) doing `group` iterations of loop
-    /// `depth` per trip while `i + group <= to`; then jumps to `exit` with the final counter and
-    /// pointers if `exit` takes them.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the loop's whole state, spelled out"
-    )]
-    fn emit_rotated_loop(
+    /// Adds the loop state `(i, data, indices, output)` as parameters of `block`.
+    fn append_state_params(&self, b: &mut FunctionBuilder, block: Block) {
+        b.append_block_param(block, I64);
+        for _ in 0..3 {
+            b.append_block_param(block, self.pointer);
+        }
+    }
+
+    /// The three pointers advanced by `k` iterations of loop `depth`.
+    fn step(&self, b: &mut FunctionBuilder, p: [Value; 3], depth: usize, k: u64) -> [Value; 3] {
+        let spec = self.plan.loops[depth];
+        [
+            self.advance_const(b, p[0], k * spec.data_stride),
+            self.advance_const(b, p[1], k * spec.indices_stride),
+            self.advance_const(b, p[2], k * spec.output_stride),
+        ]
+    }
+
+    /// The innermost loop, unrolled by `group`: each trip checks and copies `group` lookups
+    /// with one fused compare-and-branch per index and no policy code. A tuple that fails its
+    /// check sends the whole group to a one-lookup-at-a-time loop (`single`) that applies the
+    /// policy; re-copying the group's earlier slices writes the same bytes, and slices after a
+    /// rejected index are still untouched. `single` also runs the last partial group.
+    ///
+    /// ```text
+    /// head(i):   i + group <= to ? group(i) : tail(i)
+    /// group(i):  group x { check (else single(i, stop = i + group)); copy }; head(i + group)
+    /// tail(i):   i < to ? single(i, stop = to) : exit
+    /// single(i, stop): full lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
+    /// ```
+    fn emit_unrolled(
         &self,
         b: &mut FunctionBuilder,
         depth: usize,
@@ -205,51 +233,99 @@ impl Lowering<'_> {
         from: Value,
         to: Value,
         pointers: [Value; 3],
-        exit: Block,
     ) {
-        let spec = self.plan.loops[depth];
-        let body = b.create_block();
-        b.append_block_param(body, I64);
-        for _ in 0..3 {
-            b.append_block_param(body, self.pointer);
+        let head = b.create_block();
+        let group_block = b.create_block();
+        let tail = b.create_block();
+        let single = b.create_block();
+        let exit = b.create_block();
+        for block in [head, group_block, tail, single] {
+            self.append_state_params(b, block);
         }
-        let exit_takes_state = !b.func.dfg.block_params(exit).is_empty();
-        let fits = |b: &mut FunctionBuilder, i: Value| {
-            let last = b.ins().iadd_imm_s(i, group as i64);
-            b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to)
-        };
-        let enter = fits(b, from);
-        let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
-        let exit_args: &[BlockArg] = if exit_takes_state { &args } else { &[] };
-        b.ins().brif(enter, body, &args, exit, exit_args);
+        b.append_block_param(single, I64); // stop
+        let state = |i: Value, p: [Value; 3]| [i, p[0], p[1], p[2]].map(BlockArg::from);
+        b.ins().jump(head, &state(from, pointers));
 
-        b.switch_to_block(body);
-        let p = b.block_params(body).to_vec();
-        let (i, data, indices, output) = (p[0], p[1], p[2], p[3]);
+        b.switch_to_block(head);
+        let p = b.block_params(head).to_vec();
+        let last = b.ins().iadd_imm_s(p[0], group as i64);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to);
+        let args = state(p[0], [p[1], p[2], p[3]]);
+        b.ins().brif(fits, group_block, &args, tail, &args);
+
+        b.switch_to_block(tail);
+        b.seal_block(tail);
+        let p = b.block_params(tail).to_vec();
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, p[0], to);
+        let mut args = state(p[0], [p[1], p[2], p[3]]).to_vec();
+        args.push(BlockArg::from(to));
+        b.ins().brif(more, single, &args, exit, &[]);
+
+        b.switch_to_block(group_block);
+        b.seal_block(group_block);
+        let p = b.block_params(group_block).to_vec();
+        let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
+        let stop = b.ins().iadd_imm_s(i, group as i64);
+        let mut bail = state(i, pointers).to_vec();
+        bail.push(BlockArg::from(stop));
         for k in 0..group {
-            let data = self.advance_const(b, data, k * spec.data_stride);
-            let indices = self.advance_const(b, indices, k * spec.indices_stride);
-            let output = self.advance_const(b, output, k * spec.output_stride);
-            if depth + 1 < self.plan.loops.len() {
-                let zero = b.ins().iconst(I64, 0);
-                let extent = b
-                    .ins()
-                    .iconst(I64, self.plan.loops[depth + 1].extent as i64);
-                self.emit_loop(b, depth + 1, zero, extent, [data, indices, output]);
-            } else {
-                self.emit_lookup(b, data, indices, output);
-            }
+            let [data, indices, output] = self.step(b, pointers, depth, k);
+            let raw = self.load_tuple(b, indices);
+            self.emit_fast_checks(b, &raw, single, &bail);
+            let offset = self.offset(b, &raw);
+            let source = b.ins().iadd(data, offset);
+            self.emit_copy(b, source, output, self.plan.lookup.slice_bytes);
         }
-        let next = b.ins().iadd_imm_s(i, group as i64);
-        let data = self.advance_const(b, data, group * spec.data_stride);
-        let indices = self.advance_const(b, indices, group * spec.indices_stride);
-        let output = self.advance_const(b, output, group * spec.output_stride);
-        let again = fits(b, next);
-        let args = [next, data, indices, output].map(BlockArg::from);
-        let exit_args: &[BlockArg] = if exit_takes_state { &args } else { &[] };
-        b.ins().brif(again, body, &args, exit, exit_args);
-        // Both predecessors of `body` (the entry test and the back edge) now exist.
-        b.seal_block(body);
+        let [data, indices, output] = self.step(b, pointers, depth, group);
+        b.ins().jump(head, &state(stop, [data, indices, output]));
+
+        b.switch_to_block(single);
+        let p = b.block_params(single).to_vec();
+        let (i, pointers, stop) = (p[0], [p[1], p[2], p[3]], p[4]);
+        self.emit_lookup(b, pointers[0], pointers[1], pointers[2]);
+        let next = b.ins().iadd_imm_s(i, 1);
+        let advanced = self.step(b, pointers, depth, 1);
+        let again = b.ins().icmp(IntCC::UnsignedLessThan, next, stop);
+        let mut args = state(next, advanced).to_vec();
+        args.push(BlockArg::from(stop));
+        b.ins().brif(again, single, &args, head, &args[..4]);
+        // Every jump to `head` and `single` has been emitted.
+        b.seal_block(single);
+        b.seal_block(head);
+        b.switch_to_block(exit);
+        b.seal_block(exit);
+    }
+
+    /// Loads every coordinate of the tuple at `indices`, widened to 64 bits.
+    fn load_tuple(&self, b: &mut FunctionBuilder, indices: Value) -> Vec<Value> {
+        self.plan
+            .lookup
+            .coordinates
+            .iter()
+            .map(|c| self.load_index(b, indices, c))
+            .collect()
+    }
+
+    /// One compare-and-branch per coordinate (x64 fuses each pair): every index `<u dim` goes
+    /// on in a new block, any other to `otherwise(args)`. Negative values read as huge unsigned
+    /// ones, so one unsigned compare checks both ends.
+    fn emit_fast_checks(
+        &self,
+        b: &mut FunctionBuilder,
+        raw: &[Value],
+        otherwise: Block,
+        args: &[BlockArg],
+    ) {
+        for (c, &index) in self.plan.lookup.coordinates.iter().zip(raw) {
+            let ok = b
+                .ins()
+                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
+            let next = b.create_block();
+            b.ins().brif(ok, next, &[], otherwise, args);
+            b.switch_to_block(next);
+            // Its only predecessor is the check above.
+            b.seal_block(next);
+        }
     }
 
     fn advance_const(&self, b: &mut FunctionBuilder, base: Value, stride: u64) -> Value {
@@ -276,36 +352,12 @@ impl Lowering<'_> {
     /// `0..dim`, the offset is computed directly. Otherwise a slow path applies the policy
     /// (wrap negatives, then clamp, zero-fill or reject).
     fn emit_lookup(&self, b: &mut FunctionBuilder, data: Value, indices: Value, output: Value) {
-        let coordinates = &self.plan.lookup.coordinates;
-        let raw: Vec<Value> = coordinates
-            .iter()
-            .map(|c| self.load_index(b, indices, c))
-            .collect();
-        let fast = b.create_block();
+        let raw = self.load_tuple(b, indices);
         let slow = b.create_block();
         let copy = b.create_block();
         let done = b.create_block();
         b.append_block_param(copy, I64);
-        // One compare-and-branch per coordinate (x64 fuses each pair), all to the slow path.
-        for (j, (c, &index)) in coordinates.iter().zip(&raw).enumerate() {
-            let ok = b
-                .ins()
-                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
-            let next = if j + 1 == raw.len() {
-                fast
-            } else {
-                b.create_block()
-            };
-            b.ins().brif(ok, next, &[], slow, &[]);
-            if next != fast {
-                b.switch_to_block(next);
-                // Its only predecessor is the check above.
-                b.seal_block(next);
-            }
-        }
-
-        b.switch_to_block(fast);
-        b.seal_block(fast);
+        self.emit_fast_checks(b, &raw, slow, &[]);
         let offset = self.offset(b, &raw);
         b.ins().jump(copy, &[BlockArg::from(offset)]);
 
