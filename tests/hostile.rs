@@ -159,15 +159,11 @@ fn largest_valid_sizes_compile() {
     }
 }
 
-/// Bug: a short outer loop with a huge stride panics in the code generator of debug builds.
-/// The innermost loop is unrolled (8 lookups per trip for 1-byte slices) and the unrolled
-/// copies' offsets `k * stride` (`src/codegen/lower.rs`, `emit_rotated_loop`) are computed in
-/// unchecked `u64` for every `k < 8` even when the loop's extent (2 here) is below the unroll
-/// factor. With a stride over `u64::MAX / 7` that multiplication overflows: a panic with
-/// overflow checks on; in release builds it wraps, in code that never runs (no whole group
-/// fits), so results stay correct there.
+/// Regression (found by this suite): a short loop with a huge stride panicked in the code
+/// generator of debug builds. The innermost loop was unrolled by 8 (1-byte slices) even when its
+/// extent was 2, and the unrolled offsets `k * stride` overflowed `u64` for a stride over
+/// `u64::MAX / 7`. The unroll factor is now capped by the loop's extent.
 #[test]
-#[ignore = "bug: Kernel::compile panics (multiply overflow in lower.rs) on valid signatures with a short loop of huge stride"]
 fn huge_stride_in_a_short_unrolled_loop_compiles() {
     let n = (1usize << 62) - 1; // data [2, n] u8 is isize::MAX - 1 bytes: valid
     for sig in [

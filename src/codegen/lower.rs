@@ -148,12 +148,14 @@ impl Lowering<'_> {
         pointers: [Value; 3],
     ) {
         let innermost = depth + 1 == self.plan.loops.len();
+        let spec = self.plan.loops[depth];
+        // Never unrolled past the extent: `group * stride` then stays within the buffer the
+        // loop walks (at most `isize::MAX` bytes), so the constants cannot overflow.
         let unroll = if innermost {
-            unroll_factor(self.plan.lookup.slice_bytes)
+            unroll_factor(self.plan.lookup.slice_bytes).min(spec.extent.max(1))
         } else {
             1
         };
-        let spec = self.plan.loops[depth];
         if innermost && depth > 0 && spec.extent <= unroll.max(4) {
             // A short inner loop of constant extent: straight-line code, no counter.
             for k in 0..spec.extent {
