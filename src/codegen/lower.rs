@@ -23,13 +23,15 @@ pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;
 
 /// How many lookups one trip of the innermost loop does: small slices are dominated by loop
 /// and index overhead, large ones by the copy.
-pub(crate) fn unroll_factor(slice_bytes: u64) -> u64 {
-    match slice_bytes {
+pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
+    let by_slice = match slice_bytes {
         0..=16 => 8,
         17..=128 => 4,
         129..=512 => 2,
         _ => 1,
-    }
+    };
+    // At most 8 index checks per trip: longer tuples cost compile time, not speed.
+    by_slice.min((8 / coordinates.max(1)).max(1) as u64)
 }
 
 /// The CLIF signature of [`super::stream_copy`]: `(dest, source, bytes)`.
@@ -152,7 +154,11 @@ impl Lowering<'_> {
         // Never unrolled past the extent: `group * stride` then stays within the buffer the
         // loop walks (at most `isize::MAX` bytes), so the constants cannot overflow.
         let unroll = if innermost {
-            unroll_factor(self.plan.lookup.slice_bytes).min(spec.extent.max(1))
+            unroll_factor(
+                self.plan.lookup.slice_bytes,
+                self.plan.lookup.coordinates.len(),
+            )
+            .min(spec.extent.max(1))
         } else {
             1
         };
