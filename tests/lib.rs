@@ -2,6 +2,7 @@
 
 mod conformance;
 mod errors;
+mod fuzz_replay;
 mod hostile;
 mod interp_props;
 mod jit;

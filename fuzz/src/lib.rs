@@ -1,0 +1,696 @@
+//! Differential fuzzing of gather-jit: an arbitrary byte string becomes a gather [`Case`]
+//! (signature, data, indices, how to call), which runs through the JIT and through the
+//! reference interpreter; their results must be identical, errors included.
+//!
+//! This file is shared: the libFuzzer target `fuzz_targets/differential.rs` calls [`check`],
+//! and the integration tests (`tests/fuzz_replay.rs`) include it with `#[path]` to replay the
+//! corpus and the crashes kept as regression tests. It depends on nothing but `gather_jit`,
+//! `ndarray` and `half`.
+//!
+//! What one case checks (see `docs/safety.md`):
+//! 1. An invalid signature: `Kernel::compile` returns exactly `Signature::validate`'s error.
+//! 2. A valid one: `Kernel::run_bytes` equals `interp::interpret` (bytes, or the same error).
+//! 3. The raw `Kernel::call_range`, on buffers at odd addresses, split in two ranges at a
+//!    point chosen by the input, gives the same result.
+//! 4. `Kernel::run_bytes_parallel` with 1 to 4 threads gives the same result.
+//! 5. The typed `Kernel::run` on ndarray arrays (C or Fortran order) gives the same result.
+//! 6. After an index error the output holds the correct prefix and the caller's bytes after
+//!    it (the documented partial-write contract of `call_range`), for 2 and 3.
+
+use gather_jit::interp::interpret;
+use gather_jit::{
+    DType, Element, Error, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, NegativeIndices,
+    Op, OutOfRange, Signature,
+};
+use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
+
+/// Cases whose tensors are bigger than this (elements) are compiled but not run, to keep the
+/// interpreter (one allocation per element) fast.
+pub const MAX_ELEMENTS: usize = 1 << 14;
+
+/// Byte written over the output before a run, to see what a failed run left untouched.
+pub const SENTINEL: u8 = 0xA5;
+
+/// Small dimension sizes: mostly tiny, some around the JIT's unroll factors (8, 9), one whose
+/// slice crosses the 512-byte memcpy threshold (130 x 4 bytes), and zero.
+const DIMS: [usize; 16] = [0, 1, 1, 2, 2, 3, 3, 4, 5, 6, 7, 8, 9, 13, 17, 130];
+
+/// Hostile sizes a raw-mode dim byte can also name (validation must reject or bound them).
+/// (`2^62 - 1` bytes twice is just valid; `2^62` twice is one byte too many.)
+const HUGE_DIMS: [usize; 4] = [usize::MAX, 1 << 32, 1 << 62, (1 << 62) - 1];
+
+/// One decoded test case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// The signature (valid or not).
+    pub signature: Signature,
+    /// Data bytes (empty when the signature is invalid or too big to run).
+    pub data: Vec<u8>,
+    /// Index bytes (native-endian `signature.index_type`).
+    pub indices: Vec<u8>,
+    /// Where to split the outer loop, as a fraction `split / 255` of its extent.
+    pub split: u8,
+    /// Byte offsets (0..=7) of data, indices and output from an 8-aligned address.
+    pub misalign: [usize; 3],
+    /// Whether the typed API gets Fortran-order (non-contiguous) arrays.
+    pub fortran: bool,
+}
+
+/// Reads the input byte by byte; past its end every read is 0.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> u8 {
+        let b = self.bytes.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    fn remaining(&self) -> &[u8] {
+        self.bytes.get(self.pos..).unwrap_or(&[])
+    }
+
+    fn small_dim(&mut self) -> usize {
+        DIMS[usize::from(self.byte() % 16)]
+    }
+
+    /// A dim in raw mode: usually small, sometimes hostile.
+    fn raw_dim(&mut self) -> usize {
+        match self.byte() {
+            b @ 0xFC..=0xFF => HUGE_DIMS[usize::from(b - 0xFC)],
+            b => DIMS[usize::from(b % 16)],
+        }
+    }
+
+    /// A small signed attribute in `-7..=7`.
+    fn attribute(&mut self) -> i64 {
+        i64::from(self.byte() as i8 % 8)
+    }
+}
+
+/// The flavors that define `op`, in [`Flavor::ALL`] order.
+fn flavors_for(op: &Op) -> Vec<Flavor> {
+    Flavor::ALL
+        .into_iter()
+        .filter(|f| f.supports(op.name()))
+        .collect()
+}
+
+/// Decodes a case; never panics. A signature that is invalid, or valid but too big to run
+/// ([`MAX_ELEMENTS`]), gets no data or indices: [`Case::check`] only compiles it.
+pub fn decode(bytes: &[u8]) -> Case {
+    let mut r = Reader { bytes, pos: 0 };
+    let op_byte = r.byte();
+    let structured = op_byte & 0x80 == 0;
+    let flavor_byte = r.byte();
+    let policy_byte = r.byte();
+    let dtype = DType::ALL[usize::from(r.byte() % 13)];
+    let index_type = IndexType::ALL[usize::from(r.byte() % 8)];
+    let (op, data_shape, indices_shape) = if structured {
+        structured_op(op_byte % 3, flavor_byte, &mut r)
+    } else {
+        raw_op(op_byte % 3, &mut r)
+    };
+    let flavor = if flavor_byte >= 0xF0 {
+        // Any flavor, even one that does not define the op (a validation error).
+        Flavor::ALL[usize::from(flavor_byte % 8)]
+    } else {
+        let flavors = flavors_for(&op);
+        flavors[usize::from(flavor_byte) % flavors.len()]
+    };
+    let mut signature = Signature::new(op, &data_shape, &indices_shape)
+        .with_flavor(flavor)
+        .with_dtype(dtype)
+        .with_index_type(index_type);
+    // 0 keeps the flavor's default policy; 1..=6 name one of the six explicitly.
+    if let Some(p) = (policy_byte % 7).checked_sub(1) {
+        signature = signature.with_policy(IndexPolicy {
+            negative: [NegativeIndices::Wrap, NegativeIndices::Invalid][usize::from(p / 3)],
+            out_of_range: [OutOfRange::Error, OutOfRange::Zero, OutOfRange::Clamp]
+                [usize::from(p % 3)],
+        });
+    }
+    let split = r.byte();
+    let layout = r.byte();
+    let misalign = [
+        usize::from(layout & 7),
+        usize::from((layout >> 3) & 7),
+        usize::from(layout.rotate_left(2) & 7),
+    ];
+    let fortran = layout & 0x40 != 0;
+    let seed = r.byte();
+    let mut case = Case {
+        signature,
+        data: Vec::new(),
+        indices: Vec::new(),
+        split,
+        misalign,
+        fortran,
+    };
+    if let Ok(validated) = case.signature.validate()
+        && runnable(&validated)
+    {
+        case.data = data_bytes(dtype, validated.data_len(), seed);
+        case.indices = index_bytes(&case.signature, &validated, &mut r);
+    }
+    case
+}
+
+/// Whether [`Case::check`] runs a valid signature (all tensors within [`MAX_ELEMENTS`]).
+pub fn runnable(validated: &gather_jit::Validated) -> bool {
+    validated.data_len() <= MAX_ELEMENTS
+        && validated.indices_len() <= MAX_ELEMENTS
+        && validated.output_len() <= MAX_ELEMENTS
+}
+
+/// A signature built to be valid for most flavors (shapes derived from one another, the
+/// attributes in range), so that most fuzzing time goes to code generation.
+fn structured_op(kind: u8, flavor_byte: u8, r: &mut Reader<'_>) -> (Op, Vec<usize>, Vec<usize>) {
+    let rank = 1 + usize::from(r.byte() % 6);
+    let data: Vec<usize> = (0..rank).map(|_| r.small_dim()).collect();
+    let pick = usize::from(r.byte());
+    let negative_attributes = r.byte() & 1 == 1;
+    match kind {
+        0 => {
+            let axis = pick % rank;
+            let op = Op::Gather {
+                axis: 0,
+                batch_dims: 0,
+            };
+            let flavors = flavors_for(&op);
+            let flavor = flavors[usize::from(flavor_byte) % flavors.len()];
+            let max_batch = match flavor {
+                Flavor::Onnx | Flavor::OpenvinoGather1 => 0,
+                Flavor::TensorRt => axis.min(1),
+                _ => axis,
+            };
+            let b = (pick / 7) % (max_batch + 1);
+            let extra = usize::from(r.byte() % 4);
+            let mut indices = data[..b].to_vec();
+            indices.extend((0..extra).map(|_| r.small_dim()));
+            let q = indices.len() as i64;
+            let (axis, batch_dims) = if negative_attributes {
+                let batch = if matches!(flavor, Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8) {
+                    b as i64 - q
+                } else {
+                    b as i64
+                };
+                (axis as i64 - rank as i64, batch)
+            } else {
+                (axis as i64, b as i64)
+            };
+            (Op::Gather { axis, batch_dims }, data, indices)
+        }
+        1 => {
+            let axis = pick % rank;
+            let equal = r.byte();
+            let indices = data
+                .iter()
+                .enumerate()
+                .map(|(d, &size)| {
+                    let shrink = r.byte();
+                    if d == axis {
+                        DIMS[usize::from(shrink % 16)]
+                    } else if equal & 1 == 1 || size == 0 {
+                        size
+                    } else {
+                        usize::from(shrink) % (size + 1)
+                    }
+                })
+                .collect();
+            let axis = if negative_attributes {
+                axis as i64 - rank as i64
+            } else {
+                axis as i64
+            };
+            (Op::GatherElements { axis }, data, indices)
+        }
+        _ => {
+            let b = pick % rank;
+            let depth = 1 + usize::from(r.byte()) % (rank - b);
+            let extra = usize::from(r.byte() % 3);
+            let mut indices = data[..b].to_vec();
+            indices.extend((0..extra).map(|_| r.small_dim()));
+            indices.push(depth);
+            let op = Op::GatherNd {
+                batch_dims: b as i64,
+            };
+            (op, data, indices)
+        }
+    }
+}
+
+/// Any shapes and attributes: mostly invalid signatures, to compare validation errors, and a
+/// few hostile sizes.
+fn raw_op(kind: u8, r: &mut Reader<'_>) -> (Op, Vec<usize>, Vec<usize>) {
+    let data_rank = usize::from(r.byte() % 7);
+    let data = (0..data_rank).map(|_| r.raw_dim()).collect();
+    let indices_rank = usize::from(r.byte() % 7);
+    let indices = (0..indices_rank).map(|_| r.raw_dim()).collect();
+    let op = match kind {
+        0 => Op::Gather {
+            axis: r.attribute(),
+            batch_dims: r.attribute(),
+        },
+        1 => Op::GatherElements {
+            axis: r.attribute(),
+        },
+        _ => Op::GatherNd {
+            batch_dims: r.attribute(),
+        },
+    };
+    (op, data, indices)
+}
+
+/// Data bytes that differ from their neighbours (a wrong source offset shows) and are never
+/// zero (a missed zero-fill shows); `bool` data is 0 or 1, the only valid `bool` bytes.
+fn data_bytes(dtype: DType, elements: usize, seed: u8) -> Vec<u8> {
+    let bytes = elements * dtype.size();
+    (0..bytes)
+        .map(|i| {
+            let x = (i as u8).wrapping_mul(31).wrapping_add(seed);
+            if dtype == DType::Bool { x >> 7 } else { x | 1 }
+        })
+        .collect()
+}
+
+/// One index per element of the indices, from two input bytes each (a kind and a value),
+/// relative to the size of the data dim it indexes. When the input runs out, the choices
+/// read so far repeat.
+fn index_bytes(
+    signature: &Signature,
+    validated: &gather_jit::Validated,
+    r: &mut Reader<'_>,
+) -> Vec<u8> {
+    let index_type = signature.index_type;
+    let choices: Vec<[u8; 2]> = r
+        .remaining()
+        .chunks_exact(2)
+        .map(|c| [c[0], c[1]])
+        .collect();
+    let mut out = Vec::with_capacity(validated.indices_len() * index_type.size());
+    for flat in 0..validated.indices_len() {
+        let position = unravel(flat, &signature.indices_shape);
+        let size = signature.data_shape[validated.indexed_data_dim(&position)];
+        let choice = if choices.is_empty() {
+            [0, 0]
+        } else {
+            choices[flat % choices.len()]
+        };
+        encode(index_type, index_value(choice, size, index_type), &mut out);
+    }
+    out
+}
+
+/// The value of one index: valid, wrapped, just outside either end, or an extreme of the type.
+fn index_value([kind, value]: [u8; 2], size: usize, index_type: IndexType) -> i128 {
+    let s = size as i128;
+    let v = i128::from(value);
+    let (min, max) = type_range(index_type);
+    match kind % 16 {
+        0..=6 if s > 0 => v % s,
+        7 | 8 if s > 0 => -(v % s) - 1,
+        0..=8 => v,
+        9 => s + v % 3,
+        10 => -s - 1 - v % 3,
+        11 => min + v % 2,
+        12 => max - v % 2,
+        13 => -1,
+        14 => i128::from(value as i8) * 0x0101_0101_0101_0101,
+        _ => 0,
+    }
+}
+
+/// Smallest and largest value of an index type.
+pub fn type_range(index_type: IndexType) -> (i128, i128) {
+    match index_type {
+        IndexType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        IndexType::U8 => (0, u8::MAX.into()),
+        IndexType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        IndexType::U16 => (0, u16::MAX.into()),
+        IndexType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        IndexType::U32 => (0, u32::MAX.into()),
+        IndexType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        IndexType::U64 => (0, u64::MAX.into()),
+    }
+}
+
+/// Stores `value` as `index_type`, truncating like a C cast.
+pub fn encode(index_type: IndexType, value: i128, out: &mut Vec<u8>) {
+    match index_type {
+        IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
+        IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
+        IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
+        IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
+        IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
+        IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
+        IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
+        IndexType::U64 => out.extend((value as u64).to_ne_bytes()),
+    }
+}
+
+/// Row-major coordinates of element `flat` of `shape` (the test's own copy).
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut coords = vec![0; shape.len()];
+    for (c, &d) in coords.iter_mut().zip(shape).rev() {
+        *c = flat % d;
+        flat /= d;
+    }
+    coords
+}
+
+/// Decodes `bytes` and checks the case; panics (with a replayable description) on any
+/// disagreement between the JIT and the interpreter.
+pub fn check(bytes: &[u8]) {
+    decode(bytes).check();
+}
+
+impl Case {
+    /// Runs every path and asserts they agree with the interpreter.
+    pub fn check(&self) {
+        let sig = &self.signature;
+        let validated = match sig.validate() {
+            Ok(v) => v,
+            Err(expected) => {
+                let actual = Kernel::compile(sig).err();
+                assert_eq!(
+                    actual.as_ref(),
+                    Some(&expected),
+                    "compile vs validate\n{}",
+                    self.replay()
+                );
+                return;
+            }
+        };
+        let kernel = Kernel::compile(sig)
+            .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
+        assert_eq!(kernel.output_shape(), validated.output_shape());
+        if !runnable(&validated) {
+            return;
+        }
+        let expected = interpret(&validated, &self.data, &self.indices);
+        let output_len = validated.output_len() * sig.dtype.size();
+
+        // The safe byte API.
+        let mut output = vec![SENTINEL; output_len];
+        let actual = kernel.run_bytes(&self.data, &self.indices, &mut output);
+        self.compare("run_bytes", &expected, actual, Some(&output));
+
+        // The raw API on misaligned copies, in two ranges.
+        let (actual, output) = self.call_split(&kernel, output_len);
+        self.compare("call_range", &expected, actual, Some(&output));
+
+        // The parallel split: on an error any part of the output may have been written, so
+        // only the error is compared then.
+        let threads = 1 + usize::from(self.split % 4);
+        let mut output = vec![SENTINEL; output_len];
+        let actual = kernel.run_bytes_parallel(&self.data, &self.indices, &mut output, threads);
+        let parallel_output = actual.is_ok().then_some(&output[..]);
+        self.compare("run_bytes_parallel", &expected, actual, parallel_output);
+
+        // The typed ndarray API (it returns no output on an error).
+        match typed_run(&kernel, &self.data, &self.indices, self.fortran) {
+            Ok(output) => self.compare("run", &expected, Ok(()), Some(&output)),
+            Err(e) => self.compare("run", &expected, Err(e), None),
+        }
+    }
+
+    /// `call_range(0..split)` then `call_range(split..extent)` on buffers at odd addresses;
+    /// stops at the first error, as one call would.
+    fn call_split(&self, kernel: &Kernel, output_len: usize) -> (gather_jit::Result<()>, Vec<u8>) {
+        let [d, i, o] = self.misalign;
+        let (data, data_at) = placed(&self.data, d);
+        let (indices, indices_at) = placed(&self.indices, i);
+        let (mut output, output_at) = placed(&vec![SENTINEL; output_len], o);
+        let extent = kernel.outer_extent();
+        let split = extent * u64::from(self.split) / 255;
+        let output_ptr = output[output_at..].as_mut_ptr();
+        let mut result = Ok(());
+        for range in [0..split, split..extent] {
+            // SAFETY: each buffer holds the signature's byte length from its offset (`data`
+            // and `indices` are copies of slices `run_bytes` accepted, `output` has
+            // `output_len` bytes); they are three distinct allocations; the ranges lie within
+            // the outer extent and run one after the other on this thread.
+            result = unsafe {
+                kernel.call_range(
+                    data[data_at..].as_ptr(),
+                    indices[indices_at..].as_ptr(),
+                    output_ptr,
+                    range,
+                )
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        // The kernel wrote nothing outside the output (`placed` zeroed the margins).
+        let margins = output[..output_at]
+            .iter()
+            .chain(&output[output_at + output_len..]);
+        if margins.into_iter().any(|&b| b != 0) {
+            panic!("call_range wrote outside the output\n{}", self.replay());
+        }
+        output.drain(..output_at);
+        output.truncate(output_len);
+        (result, output)
+    }
+
+    /// Asserts that `actual` (with `output`) from `path` agrees with the interpreter's
+    /// `expected`; after an index error, checks the partial-write contract.
+    #[track_caller]
+    fn compare(
+        &self,
+        path: &str,
+        expected: &gather_jit::Result<Vec<u8>>,
+        actual: gather_jit::Result<()>,
+        output: Option<&[u8]>,
+    ) {
+        match (expected, actual) {
+            (Ok(e), Ok(())) => {
+                let a = output.expect("a successful run has an output");
+                if e[..] != a[..] {
+                    let at = e.iter().zip(a).position(|(x, y)| x != y).unwrap_or(0);
+                    panic!(
+                        "{path}: output differs from the interpreter at byte {at}\n{}",
+                        self.replay()
+                    );
+                }
+            }
+            (Err(e), Err(a)) => {
+                assert_eq!(e, &a, "{path}: errors differ\n{}", self.replay());
+                if let Some(output) = output {
+                    self.check_partial_output(path, output);
+                }
+            }
+            (e, a) => panic!(
+                "{path}: interpreter {:?} but JIT {:?}\n{}",
+                e.as_ref().map(|v| v.len()),
+                a,
+                self.replay()
+            ),
+        }
+    }
+
+    /// After an index error, `Kernel::call_range` promises: the slices before the bad lookup
+    /// were written, the rest of the output is as the caller left it. So the output agrees
+    /// with the interpreter's result for some prefix and is all [`SENTINEL`] after it. (The
+    /// reference is the same signature under `OutOfRange::Zero`, which gives the same bytes
+    /// wherever the index is good; under `Clamp` a failing run fails on its first lookup.)
+    #[track_caller]
+    fn check_partial_output(&self, path: &str, output: &[u8]) {
+        let zero = self
+            .signature
+            .clone()
+            .with_out_of_range(OutOfRange::Zero)
+            .validate()
+            .expect("the policy does not affect validation");
+        let reference = interpret(&zero, &self.data, &self.indices)
+            .expect("OutOfRange::Zero never fails on buffers of the right length");
+        let prefix = reference
+            .iter()
+            .zip(output)
+            .take_while(|(r, o)| r == o)
+            .count();
+        if let Some(at) = output[prefix..].iter().position(|&b| b != SENTINEL) {
+            panic!(
+                "{path}: after an index error, output byte {} was written but is neither the \
+                 correct value nor the caller's byte\n{}",
+                prefix + at,
+                self.replay()
+            );
+        }
+    }
+
+    /// Rust source that rebuilds this case, for a regression test.
+    pub fn replay(&self) -> String {
+        let s = &self.signature;
+        format!(
+            "Case {{\n    signature: Signature::new({:?}, &{:?}, &{:?})\n        .with_flavor(Flavor::{:?})\n        .with_policy(IndexPolicy {{ negative: NegativeIndices::{:?}, out_of_range: OutOfRange::{:?} }})\n        .with_dtype(DType::{:?})\n        .with_index_type(IndexType::{:?}),\n    data: vec!{:?},\n    indices: vec!{:?},\n    split: {},\n    misalign: {:?},\n    fortran: {},\n}}\n(signature {s})",
+            s.op,
+            s.data_shape,
+            s.indices_shape,
+            s.flavor,
+            s.policy.negative,
+            s.policy.out_of_range,
+            s.dtype,
+            s.index_type,
+            self.data,
+            self.indices,
+            self.split,
+            self.misalign,
+            self.fortran,
+        )
+    }
+}
+
+/// A copy of `bytes` inside a new buffer, starting at an address that is `misalign` (0..=7)
+/// bytes past a multiple of 8; returns the buffer and the copy's offset in it.
+fn placed(bytes: &[u8], misalign: usize) -> (Vec<u8>, usize) {
+    let mut buffer = vec![0u8; bytes.len() + 16];
+    let base = buffer.as_ptr() as usize;
+    let at = (8 - base % 8) % 8 + misalign;
+    buffer[at..at + bytes.len()].copy_from_slice(bytes);
+    (buffer, at)
+}
+
+/// Element types built from their native-endian bytes, for the typed API.
+trait FromBytes: Element {
+    fn from_bytes(bytes: &[u8]) -> Self;
+    fn to_bytes(self, out: &mut Vec<u8>);
+}
+
+macro_rules! from_bytes {
+    ($($t:ty),*) => {$(
+        impl FromBytes for $t {
+            fn from_bytes(bytes: &[u8]) -> Self {
+                <$t>::from_ne_bytes(bytes.try_into().expect("element size"))
+            }
+            fn to_bytes(self, out: &mut Vec<u8>) {
+                out.extend(self.to_ne_bytes());
+            }
+        }
+    )*};
+}
+from_bytes!(
+    f32,
+    f64,
+    i8,
+    u8,
+    i16,
+    u16,
+    i32,
+    u32,
+    i64,
+    u64,
+    half::f16,
+    half::bf16
+);
+
+impl FromBytes for bool {
+    fn from_bytes(bytes: &[u8]) -> Self {
+        bytes[0] != 0
+    }
+    fn to_bytes(self, out: &mut Vec<u8>) {
+        out.push(u8::from(self));
+    }
+}
+
+/// Index types built from their native-endian bytes.
+trait IndexFromBytes: IndexElement {
+    fn from_bytes(bytes: &[u8]) -> Self;
+}
+
+macro_rules! index_from_bytes {
+    ($($t:ty),*) => {$(
+        impl IndexFromBytes for $t {
+            fn from_bytes(bytes: &[u8]) -> Self {
+                <$t>::from_ne_bytes(bytes.try_into().expect("index size"))
+            }
+        }
+    )*};
+}
+index_from_bytes!(i8, u8, i16, u16, i32, u32, i64, u64);
+
+/// `Kernel::run` with the Rust types of the kernel's signature, returning the output bytes.
+pub fn typed_run(
+    kernel: &Kernel,
+    data: &[u8],
+    indices: &[u8],
+    fortran: bool,
+) -> gather_jit::Result<Vec<u8>> {
+    macro_rules! by_index {
+        ($t:ty) => {
+            match kernel.signature().index_type {
+                IndexType::I8 => run_as::<$t, i8>(kernel, data, indices, fortran),
+                IndexType::U8 => run_as::<$t, u8>(kernel, data, indices, fortran),
+                IndexType::I16 => run_as::<$t, i16>(kernel, data, indices, fortran),
+                IndexType::U16 => run_as::<$t, u16>(kernel, data, indices, fortran),
+                IndexType::I32 => run_as::<$t, i32>(kernel, data, indices, fortran),
+                IndexType::U32 => run_as::<$t, u32>(kernel, data, indices, fortran),
+                IndexType::I64 => run_as::<$t, i64>(kernel, data, indices, fortran),
+                IndexType::U64 => run_as::<$t, u64>(kernel, data, indices, fortran),
+            }
+        };
+    }
+    match kernel.signature().dtype {
+        DType::F16 => by_index!(half::f16),
+        DType::Bf16 => by_index!(half::bf16),
+        DType::F32 => by_index!(f32),
+        DType::F64 => by_index!(f64),
+        DType::I8 => by_index!(i8),
+        DType::U8 => by_index!(u8),
+        DType::I16 => by_index!(i16),
+        DType::U16 => by_index!(u16),
+        DType::I32 => by_index!(i32),
+        DType::U32 => by_index!(u32),
+        DType::I64 => by_index!(i64),
+        DType::U64 => by_index!(u64),
+        DType::Bool => by_index!(bool),
+    }
+}
+
+/// An array of `shape` holding `values` in row-major order, stored in C or Fortran order.
+fn array<T: Copy>(shape: &[usize], values: &[T], fortran: bool) -> ArrayD<T> {
+    let c = ArrayViewD::from_shape(IxDyn(shape), values).expect("length matches the shape");
+    if !fortran {
+        return c.to_owned();
+    }
+    let mut f = ArrayD::from_shape_vec(IxDyn(shape).f(), values.to_vec()).expect("same length");
+    f.assign(&c);
+    f
+}
+
+fn run_as<T: FromBytes, I: IndexFromBytes>(
+    kernel: &Kernel,
+    data: &[u8],
+    indices: &[u8],
+    fortran: bool,
+) -> gather_jit::Result<Vec<u8>> {
+    let sig = kernel.signature();
+    let data: Vec<T> = data
+        .chunks_exact(sig.dtype.size())
+        .map(T::from_bytes)
+        .collect();
+    let indices: Vec<I> = indices
+        .chunks_exact(sig.index_type.size())
+        .map(I::from_bytes)
+        .collect();
+    let data = array(&sig.data_shape, &data, fortran);
+    let indices = array(&sig.indices_shape, &indices, fortran);
+    let out = kernel.run(data.view(), indices.view())?;
+    if out.shape() != kernel.output_shape() {
+        return Err(Error::BufferMismatch {
+            what: "output",
+            expected: format!("{:?}", kernel.output_shape()),
+            actual: format!("{:?}", out.shape()),
+        });
+    }
+    let mut bytes = Vec::with_capacity(out.len() * sig.dtype.size());
+    for &v in out.iter() {
+        v.to_bytes(&mut bytes);
+    }
+    Ok(bytes)
+}

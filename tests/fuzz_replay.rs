@@ -1,0 +1,84 @@
+//! The fuzz corpus and every fuzz finding, replayed through the same differential check as
+//! the fuzz target (`fuzz/src/lib.rs`, included here; see `docs/safety.md`).
+
+#[path = "../fuzz/src/lib.rs"]
+#[allow(
+    dead_code,
+    reason = "the fuzz target uses parts of the case module the tests do not"
+)]
+mod case;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gather_jit::interp::interpret;
+
+/// Every input kept in `fuzz/corpus/differential` passes the differential check; prints what
+/// the corpus exercises and checks that it still reaches every kind of case.
+#[test]
+fn fuzz_corpus_replays() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/differential");
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).expect("the corpus directory") {
+        let path = entry.expect("entry").path();
+        let bytes = std::fs::read(&path).expect("corpus file");
+        let case = case::decode(&bytes);
+        let result = std::panic::catch_unwind(|| case.check());
+        assert!(result.is_ok(), "corpus input {} fails", path.display());
+        let sig = &case.signature;
+        let kind = match sig.validate() {
+            Err(e) => format!("invalid: {}", e.category()),
+            Ok(v) if !case::runnable(&v) => "valid, compiled only (large)".to_string(),
+            Ok(v) => match interpret(&v, &case.data, &case.indices) {
+                Ok(_) => format!("ran: {} {:?}", sig.op.name(), sig.policy.out_of_range),
+                Err(e) => format!("ran: {} {}", sig.op.name(), e.category()),
+            },
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    println!("{kinds:#?}");
+    for kind in [
+        "ran: Gather Error",
+        "ran: Gather Zero",
+        "ran: Gather Clamp",
+        "ran: GatherElements Error",
+        "ran: GatherND Zero",
+        "ran: GatherND index out of bounds",
+        "invalid: size overflow",
+        "invalid: rank too small",
+    ] {
+        assert!(
+            kinds.contains_key(kind),
+            "the corpus has no case of {kind:?}: {kinds:#?}"
+        );
+    }
+}
+
+/// A fuzz input (raw mode) that names the signature of the huge-stride bug of
+/// `hostile::huge_stride_in_a_short_unrolled_loop_compiles` (fixed in c221007): Gather axis 1
+/// on u8 data `[2, 2^62 - 1]` (valid: `isize::MAX - 1` bytes) with indices `[1]`. The fuzz
+/// runs did not reach it by themselves; it is kept as a regression input.
+const HUGE_STRIDE_INPUT: [u8; 12] = [
+    0x81, // raw mode, Gather
+    0x00, // the first flavor that defines Gather: onnx
+    0x00, // the flavor's policy
+    0x05, // u8 data
+    0x06, // i64 indices
+    0x02, 0x04, 0xFF, // data rank 2: [2, 2^62 - 1]
+    0x01, 0x01, // indices rank 1: [1]
+    0x01, 0x00, // axis 1, batch_dims 0
+];
+
+#[test]
+fn fuzz_decoder_reaches_the_huge_stride_signature() {
+    let case = case::decode(&HUGE_STRIDE_INPUT);
+    let expected = gather_jit::Signature::gather(&[2, (1 << 62) - 1], &[1], 1, 0)
+        .with_dtype(gather_jit::DType::U8);
+    assert_eq!(case.signature, expected);
+    assert!(case.data.is_empty(), "too large to run: compiled only");
+}
+
+#[test]
+fn fuzz_huge_stride_input_passes() {
+    case::check(&HUGE_STRIDE_INPUT);
+}
