@@ -6,6 +6,11 @@
     dead_code,
     reason = "the fuzz target uses parts of the case module the tests do not"
 )]
+#[allow(
+    unexpected_cfgs,
+    reason = "`cfg(fuzzing)` (set by cargo-fuzz) gates the guard-page check, whose libc \
+              dependency the tests do not have"
+)]
 mod case;
 
 use std::collections::BTreeMap;

@@ -16,6 +16,9 @@
 //! 5. The typed `Kernel::run` on ndarray arrays (C or Fortran order) gives the same result.
 //! 6. After an index error the output holds the correct prefix and the caller's bytes after
 //!    it (the documented partial-write contract of `call_range`), for 2 and 3.
+//! 7. In fuzzing builds only (`cfg(fuzzing)`, set by cargo-fuzz): `Kernel::call` on buffers
+//!    that each end right before an inaccessible page, so that any read or write past the end
+//!    of an input or of the output crashes.
 
 use gather_jit::interp::interpret;
 use gather_jit::{
@@ -411,6 +414,13 @@ impl Case {
         let parallel_output = actual.is_ok().then_some(&output[..]);
         self.compare("run_bytes_parallel", &expected, actual, parallel_output);
 
+        // Buffers that end at a guard page.
+        #[cfg(fuzzing)]
+        {
+            let (actual, output) = self.call_guarded(&kernel, output_len);
+            self.compare("call (guard pages)", &expected, actual, Some(&output));
+        }
+
         // The typed ndarray API (it returns no output on an error).
         match typed_run(&kernel, &self.data, &self.indices, self.fortran) {
             Ok(output) => self.compare("run", &expected, Ok(()), Some(&output)),
@@ -456,6 +466,24 @@ impl Case {
         output.drain(..output_at);
         output.truncate(output_len);
         (result, output)
+    }
+
+    /// `call` on copies of the inputs and an output that each end right before a
+    /// `PROT_NONE` page.
+    #[cfg(fuzzing)]
+    fn call_guarded(
+        &self,
+        kernel: &Kernel,
+        output_len: usize,
+    ) -> (gather_jit::Result<()>, Vec<u8>) {
+        let data = guard::Guarded::new(&self.data);
+        let indices = guard::Guarded::new(&self.indices);
+        let mut output = guard::Guarded::new(&vec![SENTINEL; output_len]);
+        // SAFETY: each mapping holds exactly the signature's byte length before its guard
+        // page (`data` and `indices` are copies of slices `run_bytes` accepted); they are
+        // distinct mappings; zero-length buffers point at their (non-null) guard page.
+        let result = unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) };
+        (result, output.to_vec())
     }
 
     /// Asserts that `actual` (with `output`) from `path` agrees with the interpreter's
@@ -528,7 +556,7 @@ impl Case {
     pub fn replay(&self) -> String {
         let s = &self.signature;
         format!(
-            "Case {{\n    signature: Signature::new({:?}, &{:?}, &{:?})\n        .with_flavor(Flavor::{:?})\n        .with_policy(IndexPolicy {{ negative: NegativeIndices::{:?}, out_of_range: OutOfRange::{:?} }})\n        .with_dtype(DType::{:?})\n        .with_index_type(IndexType::{:?}),\n    data: vec!{:?},\n    indices: vec!{:?},\n    split: {},\n    misalign: {:?},\n    fortran: {},\n}}\n(signature {s})",
+            "Case {{\n    signature: Signature::new(Op::{:?}, &{:?}, &{:?})\n        .with_flavor(Flavor::{:?})\n        .with_policy(IndexPolicy {{ negative: NegativeIndices::{:?}, out_of_range: OutOfRange::{:?} }})\n        .with_dtype(DType::{:?})\n        .with_index_type(IndexType::{:?}),\n    data: vec!{:?},\n    indices: vec!{:?},\n    split: {},\n    misalign: {:?},\n    fortran: {},\n}}\n(signature {s})",
             s.op,
             s.data_shape,
             s.indices_shape,
@@ -693,4 +721,82 @@ fn run_as<T: FromBytes, I: IndexFromBytes>(
         v.to_bytes(&mut bytes);
     }
     Ok(bytes)
+}
+
+/// Buffers followed by an inaccessible page (fuzzing builds only: `libc` is a dependency of
+/// the fuzz crate, not of the tests that include this file).
+#[cfg(fuzzing)]
+mod guard {
+    const PAGE: usize = 4096;
+
+    /// A copy of some bytes, placed to end exactly where a `PROT_NONE` page begins.
+    pub struct Guarded {
+        base: *mut libc::c_void,
+        map_len: usize,
+        start: *mut u8,
+        len: usize,
+    }
+
+    impl Guarded {
+        pub fn new(bytes: &[u8]) -> Guarded {
+            let data_pages = bytes.len().div_ceil(PAGE).max(1);
+            let map_len = (data_pages + 1) * PAGE;
+            // SAFETY: an anonymous private mapping; the result is checked below.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(base, libc::MAP_FAILED, "mmap failed");
+            let guard_at = data_pages * PAGE;
+            // SAFETY: the last page lies inside the mapping just made.
+            let status = unsafe {
+                libc::mprotect(
+                    base.cast::<u8>().add(guard_at).cast(),
+                    PAGE,
+                    libc::PROT_NONE,
+                )
+            };
+            assert_eq!(status, 0, "mprotect failed");
+            // SAFETY: `guard_at - len` is within the mapping (`len <= data_pages * PAGE`), and
+            // the `len` bytes from there are readable and writable.
+            let start = unsafe {
+                let start = base.cast::<u8>().add(guard_at - bytes.len());
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), start, bytes.len());
+                start
+            };
+            Guarded {
+                base,
+                map_len,
+                start,
+                len: bytes.len(),
+            }
+        }
+
+        pub fn as_ptr(&self) -> *const u8 {
+            self.start
+        }
+
+        pub fn as_mut_ptr(&mut self) -> *mut u8 {
+            self.start
+        }
+
+        pub fn to_vec(&self) -> Vec<u8> {
+            // SAFETY: `start..start + len` is readable (see `new`).
+            unsafe { std::slice::from_raw_parts(self.start, self.len) }.to_vec()
+        }
+    }
+
+    impl Drop for Guarded {
+        fn drop(&mut self) {
+            // SAFETY: unmaps exactly the mapping made in `new`; no pointer into it outlives
+            // `self` (the kernel call that used it has returned).
+            unsafe { libc::munmap(self.base, self.map_len) };
+        }
+    }
 }
