@@ -101,20 +101,24 @@ impl Plan {
         // Each dim walked: (extent, data stride, indices stride); output is row-major.
         let mut dims: Vec<(u64, u64, u64)> = Vec::new();
         let coordinates: Vec<Coordinate>;
-        let mut slice_elements: u64;
+        let slice_elements: u64;
         match signature.op() {
             ResolvedOp::Gather { axis, batch_dims } => {
                 for d in 0..batch_dims {
                     dims.push((data[d] as u64, data_strides[d], indices_strides[d]));
                 }
                 let between: u64 = data[batch_dims..axis].iter().map(|&d| d as u64).product();
-                // With an empty dim between batch and axis the output is empty, but the indices
-                // are still checked: walk them without copying (see `interp` for the rule).
-                let check_only = between == 0 && sig.policy.out_of_range != OutOfRange::Zero;
-                if !check_only {
+                let slice: u64 = data[axis + 1..].iter().map(|&d| d as u64).product();
+                // An empty dim before or after the axis makes the output empty: nothing is
+                // copied, but the indices are still checked (see `interp` for the rule), so walk
+                // them once each, without the data dims; under `Zero` nothing is checked either.
+                let empty_output = between == 0 || slice == 0;
+                if !empty_output {
                     for d in batch_dims..axis {
                         dims.push((data[d] as u64, data_strides[d], 0));
                     }
+                } else if sig.policy.out_of_range == OutOfRange::Zero {
+                    dims.push((0, 0, 0));
                 }
                 for d in batch_dims..indices.len() {
                     dims.push((indices[d] as u64, 0, indices_strides[d]));
@@ -124,10 +128,7 @@ impl Plan {
                     dim_size: data[axis] as u64,
                     data_stride: data_strides[axis],
                 }];
-                slice_elements = data[axis + 1..].iter().map(|&d| d as u64).product();
-                if check_only {
-                    slice_elements = 0;
-                }
+                slice_elements = if empty_output { 0 } else { slice };
             }
             ResolvedOp::GatherElements { axis } => {
                 for d in 0..indices.len() {
@@ -371,6 +372,19 @@ mod tests {
         assert_eq!(p.lookup.slice_bytes, 0);
         // Under Zero nothing is checked, so nothing is walked.
         let p = plan(Signature::gather(&[0, 5], &[3], 1, 0).with_out_of_range(OutOfRange::Zero));
+        assert_eq!(p.lookups(), 0);
+    }
+
+    #[test]
+    fn empty_dim_after_the_axis_walks_only_the_indices() {
+        // Output [130^4, 3, 0] is empty: one lookup per index, not 130^4 per index.
+        let p = plan(Signature::gather(&[130, 130, 130, 130, 5, 0], &[3], 4, 0));
+        assert_eq!(p.loops, vec![lp(3, 0, 8, 0)]);
+        assert_eq!(p.lookup.slice_bytes, 0);
+        let p = plan(
+            Signature::gather(&[130, 130, 130, 130, 5, 0], &[3], 4, 0)
+                .with_out_of_range(OutOfRange::Zero),
+        );
         assert_eq!(p.lookups(), 0);
     }
 
