@@ -29,21 +29,8 @@ fn policies() -> Vec<IndexPolicy> {
 
 /// `value` stored as `index_type`, or `None` if it does not fit.
 fn encode(index_type: IndexType, value: i128) -> Option<Vec<u8>> {
-    macro_rules! bytes {
-        ($t:ty) => {
-            <$t>::try_from(value).ok().map(|v| v.to_ne_bytes().to_vec())
-        };
-    }
-    match index_type {
-        IndexType::I8 => bytes!(i8),
-        IndexType::U8 => bytes!(u8),
-        IndexType::I16 => bytes!(i16),
-        IndexType::U16 => bytes!(u16),
-        IndexType::I32 => bytes!(i32),
-        IndexType::U32 => bytes!(u32),
-        IndexType::I64 => bytes!(i64),
-        IndexType::U64 => bytes!(u64),
-    }
+    let mut bytes = Vec::new();
+    index_type.try_encode(value, &mut bytes).then_some(bytes)
 }
 
 /// Smallest and largest value of an index type.
