@@ -393,16 +393,13 @@ impl Case {
             .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
         assert_eq!(kernel.output_shape(), validated.output_shape());
         // Each lookup writes at least one output element or (check-only walks) reads an
-        // index once, so a plan never needs more lookups than that. A fuzz finding (see
-        // `tests/fuzz_replay.rs`, `EMPTY_SLICE_WALK_INPUT`): a Gather with a 0 dim after the
-        // axis walks `data[batch..axis] x indices` lookups for an empty output. While that
-        // bug is open only walks large enough to stall fuzzing fail here; the smaller ones
-        // in the corpus pass. When it is fixed, drop `WASTE_TOLERATED`.
-        const WASTE_TOLERATED: u64 = 1 << 24;
+        // index once, so a plan never needs more lookups than that. (A fuzz finding, fixed in
+        // 4a1169d: a Gather with a 0 dim after the axis walked `data[batch..axis] x indices`
+        // lookups for an empty output; see `EMPTY_SLICE_WALK_INPUT` in the tests.)
         let bound = validated.output_len().max(validated.indices_len()) as u64;
         let lookups = kernel.plan().lookups();
         assert!(
-            lookups <= bound.max(WASTE_TOLERATED),
+            lookups <= bound,
             "{lookups} lookups for {} output elements and {} indices\n{}",
             validated.output_len(),
             validated.indices_len(),
