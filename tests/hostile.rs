@@ -35,16 +35,9 @@ fn encode(index_type: IndexType, value: i128) -> Option<Vec<u8>> {
 
 /// Smallest and largest value of an index type.
 fn type_range(index_type: IndexType) -> (i128, i128) {
-    match index_type {
-        IndexType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        IndexType::U8 => (0, u8::MAX.into()),
-        IndexType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        IndexType::U16 => (0, u16::MAX.into()),
-        IndexType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        IndexType::U32 => (0, u32::MAX.into()),
-        IndexType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        IndexType::U64 => (0, u64::MAX.into()),
-    }
+    let max = i128::from(index_type.max_value());
+    let min = if index_type.is_signed() { -max - 1 } else { 0 };
+    (min, max)
 }
 
 /// Data bytes that are never zero and differ from their neighbours.

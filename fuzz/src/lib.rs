@@ -330,30 +330,14 @@ fn index_value([kind, value]: [u8; 2], size: usize, index_type: IndexType) -> i1
 
 /// Smallest and largest value of an index type.
 pub fn type_range(index_type: IndexType) -> (i128, i128) {
-    match index_type {
-        IndexType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        IndexType::U8 => (0, u8::MAX.into()),
-        IndexType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        IndexType::U16 => (0, u16::MAX.into()),
-        IndexType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        IndexType::U32 => (0, u32::MAX.into()),
-        IndexType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        IndexType::U64 => (0, u64::MAX.into()),
-    }
+    let max = i128::from(index_type.max_value());
+    let min = if index_type.is_signed() { -max - 1 } else { 0 };
+    (min, max)
 }
 
 /// Stores `value` as `index_type`, truncating like a C cast.
 pub fn encode(index_type: IndexType, value: i128, out: &mut Vec<u8>) {
-    match index_type {
-        IndexType::I8 => out.extend((value as i8).to_ne_bytes()),
-        IndexType::U8 => out.extend((value as u8).to_ne_bytes()),
-        IndexType::I16 => out.extend((value as i16).to_ne_bytes()),
-        IndexType::U16 => out.extend((value as u16).to_ne_bytes()),
-        IndexType::I32 => out.extend((value as i32).to_ne_bytes()),
-        IndexType::U32 => out.extend((value as u32).to_ne_bytes()),
-        IndexType::I64 => out.extend((value as i64).to_ne_bytes()),
-        IndexType::U64 => out.extend((value as u64).to_ne_bytes()),
-    }
+    index_type.encode_wrapping(value, out);
 }
 
 /// Row-major coordinates of element `flat` of `shape` (the test's own copy).
