@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
@@ -109,7 +109,8 @@ impl KernelCache {
             return Ok(kernel);
         }
         // Validate before taking a slot, so invalid signatures never occupy one.
-        signature.validate()?;
+        let started = Instant::now();
+        let validated = signature.validate()?;
         let slot = {
             let mut guard = self.lock();
             let entries = &mut *guard;
@@ -141,7 +142,7 @@ impl KernelCache {
         let result = slot
             .get_or_init(|| {
                 self.compilations.fetch_add(1, Ordering::Relaxed);
-                let kernel = Kernel::compile(signature).map(Arc::new);
+                let kernel = Kernel::compile_validated(validated, started).map(Arc::new);
                 if let Ok(kernel) = &kernel {
                     let nanos = kernel.compile_time().as_nanos().min(u64::MAX as u128) as u64;
                     self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);

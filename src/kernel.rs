@@ -70,7 +70,12 @@ impl Kernel {
     /// the generated code (a bug).
     pub fn compile(signature: &Signature) -> Result<Kernel> {
         let started = Instant::now();
-        let validated = signature.validate()?;
+        Kernel::compile_validated(signature.validate()?, started)
+    }
+
+    /// Specialises and compiles an already validated signature; `started` is when the compile
+    /// began (its time is reported by [`Kernel::compile_time`]).
+    pub(crate) fn compile_validated(validated: Validated, started: Instant) -> Result<Kernel> {
         let plan = Plan::new(&validated)?;
         let code = JitCode::compile(&plan)?;
         Ok(Kernel {
