@@ -1,14 +1,15 @@
 //! [`Kernel`]: a compiled gather, its raw-pointer entry point and the safe APIs over it.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
-use rayon::prelude::*;
 
 use crate::codegen::{self, JitCode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexType, Signature, Validated, unravel};
+use crate::pool;
 use crate::specialize::Plan;
 
 /// Outputs of at least this many bytes are split across threads when the thread count is left
@@ -206,9 +207,15 @@ impl Kernel {
         }
     }
 
-    /// Runs the whole gather split into `threads` ranges of the outer loop, on rayon's pool
-    /// (`threads == 0` chooses: every thread of the pool when the output is at least
-    /// [`PARALLEL_MIN_BYTES`], else one). The bytes written equal one [`Kernel::call`]'s.
+    /// Runs the whole gather split into `threads` ranges of the outer loop, run by the calling
+    /// thread and the crate's worker threads (one per further core; idle workers spin for
+    /// [`POOL_SPIN`](crate::POOL_SPIN) before sleeping). `threads == 0` chooses: one range per core when the
+    /// output is at least [`PARALLEL_MIN_BYTES`], else one. More ranges than cores are
+    /// shared out among them. While another thread's parallel call runs, the ranges run on
+    /// the calling thread alone. The bytes written equal one [`Kernel::call`]'s.
+    ///
+    /// A runtime with its own thread pool can instead split the range itself with
+    /// [`Kernel::call_range`].
     ///
     /// # Safety
     /// As [`Kernel::call`]; additionally no other thread touches `output` during the call.
@@ -230,34 +237,35 @@ impl Kernel {
             // SAFETY: forwarded contract.
             return unsafe { self.call(data, indices, output) };
         }
-        // Addresses cross threads as integers; each range writes a disjoint part of `output`.
+        // Addresses cross threads as integers; each part writes a disjoint part of `output`.
         let (data, indices, output) = (data as usize, indices as usize, output as usize);
-        let ranges: Vec<Range<u64>> = (0..threads as u64)
-            .map(|t| extent * t / threads as u64..extent * (t + 1) / threads as u64)
-            .collect();
-        let mut results: Vec<Result<()>> = Vec::new();
-        ranges
-            .into_par_iter()
-            .map(|range| {
-                // SAFETY: forwarded contract; the ranges partition `0..extent`, so concurrent
-                // calls write disjoint output bytes and only read the inputs.
-                unsafe {
-                    self.call_range(
-                        data as *const u8,
-                        indices as *const u8,
-                        output as *mut u8,
-                        range,
-                    )
-                }
-            })
-            .collect_into_vec(&mut results);
-        results.into_iter().collect()
+        let results: Vec<OnceLock<Result<()>>> = (0..threads).map(|_| OnceLock::new()).collect();
+        let parts = threads as u64;
+        pool::run(threads, &|part| {
+            let t = part as u64;
+            let range = extent * t / parts..extent * (t + 1) / parts;
+            // SAFETY: forwarded contract; the ranges partition `0..extent`, so concurrent
+            // calls write disjoint output bytes and only read the inputs, and `pool::run`
+            // returns only after every part has finished.
+            let result = unsafe {
+                self.call_range(
+                    data as *const u8,
+                    indices as *const u8,
+                    output as *mut u8,
+                    range,
+                )
+            };
+            let _ = results[part].set(result);
+        });
+        results
+            .into_iter()
+            .try_for_each(|slot| slot.into_inner().unwrap_or(Ok(())))
     }
 
     /// The number of threads `call_parallel(.., threads)` uses before capping by the extent.
     fn threads_for(&self, threads: usize) -> usize {
         match threads {
-            0 if self.plan.output_bytes >= PARALLEL_MIN_BYTES => rayon::current_num_threads(),
+            0 if self.plan.output_bytes >= PARALLEL_MIN_BYTES => pool::threads(),
             0 => 1,
             n => n,
         }
@@ -310,7 +318,7 @@ impl Kernel {
     /// Runs the gather on ndarray views of any layout and returns a new array.
     ///
     /// Views that are not C-contiguous are copied into standard layout first. Large outputs
-    /// are split across rayon's threads (see [`Kernel::call_parallel`]).
+    /// are split across the cores (see [`Kernel::call_parallel`]).
     ///
     /// # Errors
     /// [`Error::DTypeMismatch`] / [`Error::IndexTypeMismatch`] if `T` or `I` is not the

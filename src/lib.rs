@@ -37,6 +37,7 @@ pub mod error;
 pub mod interp;
 pub mod ir;
 mod kernel;
+mod pool;
 pub mod specialize;
 pub mod workloads;
 
@@ -54,6 +55,7 @@ pub use ir::{
     Signature, Validated,
 };
 pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
+pub use pool::SPIN as POOL_SPIN;
 
 /// The parts of a signature besides the op and shapes; `Default` is ONNX rules, `f32` data,
 /// `i64` indices and the flavor's own index policy.

@@ -42,7 +42,7 @@ pub struct BenchArgs {
     json: bool,
 }
 
-/// One whole gather, its outermost loop split across `threads` threads (rayon, through
+/// One whole gather, its outermost loop split across `threads` threads (the crate's worker threads, through
 /// [`Kernel::run_bytes_parallel`]).
 fn run_split(
     kernel: &Kernel,

@@ -1,0 +1,301 @@
+//! The worker threads behind [`crate::Kernel::call_parallel`]: a small process-wide pool whose
+//! idle workers spin for a while before sleeping.
+//!
+//! Why not rayon: a parallel gather of 50–200 µs is over before a sleeping thread has woken
+//! up. On the 2-vCPU machines this crate is measured on, rayon's pool (whose workers sleep
+//! after a few dozen yields) gave no speedup at all on S5/S6/S8 (docs/performance.md); workers
+//! that spin for [`SPIN`] after each job are still awake when the next call of a busy runtime
+//! comes, as in ONNX Runtime's spinning thread pool.
+//!
+//! One call uses the pool at a time; a call that finds it busy (another thread's call, or a
+//! call from inside a part) runs its parts on the calling thread, so nothing can deadlock.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins (burning its core) waiting for the next job before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(200);
+
+/// The process-wide pool: one worker per available core beyond the caller's.
+struct Pool {
+    shared: Arc<Shared>,
+    workers: Vec<Thread>,
+    /// Held by the one caller whose job is current.
+    turn: Mutex<()>,
+}
+
+/// What the caller and the workers share.
+struct Shared {
+    /// Bumped (after `current` is set) to announce a job.
+    epoch: AtomicU64,
+    current: Mutex<Option<Arc<Job>>>,
+    /// `sleeping[w]`: worker `w` is parked (or about to park) and must be unparked.
+    sleeping: Box<[AtomicBool]>,
+}
+
+/// One call's parts, claimed one at a time by whoever is free.
+struct Job {
+    /// The caller's `Fn(usize) + Sync` with its lifetime erased; see [`run`]'s SAFETY.
+    part: *const (dyn Fn(usize) + Sync),
+    parts: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+// SAFETY: `part` points to a `Sync` closure, so calling it from several threads is allowed;
+// it is only dereferenced while the caller that owns it waits in `run` (see there).
+unsafe impl Send for Job {}
+// SAFETY: as above; every other field is `Sync`.
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Claims and runs parts until none is left; a panicking part is kept for the caller.
+    fn work(&self) {
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            if index >= self.parts {
+                return;
+            }
+            // SAFETY: `index < parts` was claimed by this thread alone, and the caller of
+            // `run` does not return before `done == parts`, so the closure is still alive.
+            let part = unsafe { &*self.part };
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| part(index))) {
+                lock(&self.panic).get_or_insert(payload);
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks, but a poisoned one is still consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wanted = cores.saturating_sub(1);
+        let shared = Arc::new(Shared {
+            epoch: AtomicU64::new(0),
+            current: Mutex::new(None),
+            sleeping: (0..wanted).map(|_| AtomicBool::new(false)).collect(),
+        });
+        let workers = (0..wanted)
+            .map_while(|w| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("gather-jit-{w}"))
+                    .spawn(move || worker(&shared, w))
+                    .ok()
+                    .map(|handle| handle.thread().clone())
+            })
+            .collect();
+        Pool {
+            shared,
+            workers,
+            turn: Mutex::new(()),
+        }
+    })
+}
+
+/// The number of threads a job can run on: the workers and the caller.
+pub(crate) fn threads() -> usize {
+    pool().workers.len() + 1
+}
+
+fn worker(shared: &Shared, w: usize) {
+    let mut seen = 0;
+    loop {
+        seen = shared.wait_for_job(seen, w);
+        let job = lock(&shared.current).clone();
+        if let Some(job) = job {
+            job.work();
+        }
+    }
+}
+
+impl Shared {
+    /// Waits (spinning for [`SPIN`], then parked) until `epoch` differs from `seen`.
+    fn wait_for_job(&self, seen: u64, w: usize) -> u64 {
+        let started = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            let epoch = self.epoch.load(Ordering::Acquire);
+            if epoch != seen {
+                return epoch;
+            }
+            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(256) && started.elapsed() > SPIN {
+                break;
+            }
+        }
+        // SeqCst on both sides (here and in `run`): either this worker sees the new epoch, or
+        // the caller sees `sleeping` and unparks it.
+        self.sleeping[w].store(true, Ordering::SeqCst);
+        loop {
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            if epoch != seen {
+                self.sleeping[w].store(false, Ordering::Relaxed);
+                return epoch;
+            }
+            std::thread::park();
+        }
+    }
+}
+
+/// Runs `part(0)`, …, `part(parts - 1)` on the calling thread and the pool's workers and
+/// returns when all have finished. A panic in a part is resumed here, after all finished.
+pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
+    let pool = pool();
+    let turn = match pool.turn.try_lock() {
+        Ok(turn) => Some(turn),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    if parts <= 1 || pool.workers.is_empty() || turn.is_none() {
+        (0..parts).for_each(part);
+        return;
+    }
+    // SAFETY: the lifetime of `part` is erased so workers can hold the pointer, which is only
+    // dereferenced for a claimed part (`Job::work`); this function does not return, nor
+    // unwind, before every part is done (the loop below, and `work` catches panics).
+    let erased = unsafe {
+        std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(part)
+    };
+    let job = Arc::new(Job {
+        part: erased,
+        parts,
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        panic: Mutex::new(None),
+    });
+    let shared = &pool.shared;
+    *lock(&shared.current) = Some(Arc::clone(&job));
+    shared.epoch.fetch_add(1, Ordering::SeqCst);
+    for (w, thread) in pool.workers.iter().enumerate().take(parts - 1) {
+        if shared.sleeping[w].load(Ordering::SeqCst) {
+            thread.unpark();
+        }
+    }
+    job.work();
+    let started = Instant::now();
+    while job.done.load(Ordering::Acquire) < parts {
+        if started.elapsed() < SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    *lock(&shared.current) = None;
+    drop(turn);
+    if let Some(payload) = lock(&job.panic).take() {
+        resume_unwind(payload);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `parts` parts that each count themselves, and returns the counts.
+    fn counts(parts: usize) -> Vec<usize> {
+        let counts: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+        run(parts, &|part| {
+            counts[part].fetch_add(1, Ordering::Relaxed);
+        });
+        counts.into_iter().map(AtomicUsize::into_inner).collect()
+    }
+
+    #[test]
+    fn every_part_runs_exactly_once() {
+        for parts in [0, 1, 2, 3, 7, 64] {
+            for _ in 0..50 {
+                assert_eq!(counts(parts), vec![1; parts], "{parts} parts");
+            }
+        }
+    }
+
+    #[test]
+    fn calls_from_many_threads_and_from_inside_a_part_all_complete() {
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..200 {
+                        assert_eq!(counts(5), vec![1; 5]);
+                    }
+                });
+            }
+        });
+        // A part that calls `run` finds the pool busy and runs the inner parts itself.
+        let inner = AtomicUsize::new(0);
+        run(3, &|_| {
+            assert_eq!(counts(4), vec![1; 4]);
+            inner.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(inner.into_inner(), 3);
+    }
+
+    #[test]
+    fn a_panicking_part_is_resumed_after_all_parts_finished() {
+        let finished = AtomicUsize::new(0);
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            run(4, &|part| {
+                if part == 1 {
+                    panic!("part one");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+                finished.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        let payload = result.expect_err("the panic reaches the caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"part one"));
+        assert_eq!(finished.load(Ordering::Relaxed), 3);
+        // The pool still works afterwards.
+        assert_eq!(counts(3), vec![1; 3]);
+    }
+
+    #[test]
+    fn sleeping_workers_are_woken() {
+        for _ in 0..5 {
+            std::thread::sleep(SPIN * 3);
+            assert_eq!(counts(2), vec![1; 2]);
+        }
+    }
+
+    #[test]
+    fn parts_run_at_the_same_time_on_several_cores() {
+        if threads() < 2 {
+            return;
+        }
+        // Part 0 waits for part 1 to start: only possible if a worker runs part 1. Another
+        // test may hold the pool (then parts run serially), so try a few times.
+        let overlapped = (0..100).any(|_| {
+            let started = AtomicBool::new(false);
+            let overlapped = AtomicBool::new(false);
+            run(2, &|part| {
+                if part == 1 {
+                    started.store(true, Ordering::SeqCst);
+                } else {
+                    let waiting = Instant::now();
+                    while waiting.elapsed() < Duration::from_millis(20) {
+                        if started.load(Ordering::SeqCst) {
+                            overlapped.store(true, Ordering::SeqCst);
+                            break;
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+            });
+            std::thread::sleep(SPIN * 2);
+            overlapped.into_inner()
+        });
+        assert!(overlapped, "no call ran its two parts at once");
+    }
+}
