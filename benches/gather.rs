@@ -61,7 +61,8 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     group.bench_function("memcpy", |b| {
         b.iter(|| output.copy_from_slice(black_box(&source)))
     });
-    group.bench_function("fill", |b| b.iter(|| black_box(&mut output[..]).fill(0)));
+    // Not zeros: this machine writes zero lines about twice as fast as other bytes.
+    group.bench_function("fill", |b| b.iter(|| black_box(&mut output[..]).fill(0x5a)));
     group.finish();
 }
 

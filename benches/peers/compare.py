@@ -527,7 +527,8 @@ def fmt_us(ns: float | None) -> str:
 
 def table(rows: list[Row], peers: list[str]) -> str:
     head = ["case", "op", "data shape", "indices shape", "gather-jit", *peers, "best peer",
-            "gather-jit / best", "memcpy (numpy)", "memcpy (gather-jit CLI)"]  # fmt: skip
+            "gather-jit / best", "memcpy (numpy)", "memcpy (gather-jit CLI)",
+            "fill (gather-jit CLI)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         c = r.case
@@ -546,6 +547,7 @@ def table(rows: list[Row], peers: list[str]) -> str:
             ratio,
             fmt_us(r.memcpy_np),
             fmt_us(r.cli["memcpy_ns"]) if r.cli else "n/a",
+            fmt_us(r.cli.get("fill_ns")) if r.cli else "n/a",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
