@@ -229,10 +229,13 @@ impl Lowering<'_> {
     ///
     /// ```text
     /// head(i):   i + group <= to ? group(i) : tail(i)
-    /// group(i):  group x { check (else single(i, stop = i + group)); copy }; head(i + group)
+    /// group(i):  group x { check (else single(i, stop = i + group)); copy };
+    ///            i + 2 group <= to ? group(i + group) : tail(i + group)
     /// tail(i):   i < to ? single(i, stop = to) : exit
     /// single(i, stop): full lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
     /// ```
+    /// `group` tests its own trip count at the bottom (one taken branch per trip) and `single`
+    /// is laid out cold, after the function's hot code, so the checks fall through.
     fn emit_unrolled(
         &self,
         b: &mut FunctionBuilder,
@@ -262,7 +265,6 @@ impl Lowering<'_> {
         b.ins().brif(fits, group_block, &args, tail, &args);
 
         b.switch_to_block(tail);
-        b.seal_block(tail);
         let p = b.block_params(tail).to_vec();
         let more = b.ins().icmp(IntCC::UnsignedLessThan, p[0], to);
         let mut args = state(p[0], [p[1], p[2], p[3]]).to_vec();
@@ -270,7 +272,6 @@ impl Lowering<'_> {
         b.ins().brif(more, single, &args, exit, &[]);
 
         b.switch_to_block(group_block);
-        b.seal_block(group_block);
         let p = b.block_params(group_block).to_vec();
         let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
         let stop = b.ins().iadd_imm_s(i, group as i64);
@@ -285,9 +286,16 @@ impl Lowering<'_> {
             self.emit_copy(b, source, output, self.plan.lookup.slice_bytes);
         }
         let [data, indices, output] = self.step(b, pointers, depth, group);
-        b.ins().jump(head, &state(stop, [data, indices, output]));
+        let last = b.ins().iadd_imm_s(stop, group as i64);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to);
+        let args = state(stop, [data, indices, output]);
+        b.ins().brif(fits, group_block, &args, tail, &args);
+        // `group_block`'s predecessors: `head` and its own back edge; `tail`'s: both tests.
+        b.seal_block(group_block);
+        b.seal_block(tail);
 
         b.switch_to_block(single);
+        b.set_cold_block(single);
         let p = b.block_params(single).to_vec();
         let (i, pointers, stop) = (p[0], [p[1], p[2], p[3]], p[4]);
         self.emit_lookup(b, pointers[0], pointers[1], pointers[2]);
