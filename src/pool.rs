@@ -4,8 +4,10 @@
 //! Why not rayon: a parallel gather of 50–200 µs is over before a sleeping thread has woken
 //! up. On the 2-vCPU machines this crate is measured on, rayon's pool (whose workers sleep
 //! after a few dozen yields) gave no speedup at all on S5/S6/S8 (docs/performance.md); workers
-//! that spin for [`SPIN`] after each job are still awake when the next call of a busy runtime
-//! comes, as in ONNX Runtime's spinning thread pool.
+//! that spin for a while after each job (200 µs unless [`set_worker_spin`] says otherwise) are
+//! still awake when the next call of a busy runtime comes, as in ONNX Runtime's spinning
+//! thread pool. A worker that is late costs nothing but its wake-up: parts are claimed one at a
+//! time, so the caller runs the parts no worker has taken.
 //!
 //! One call uses the pool at a time; a call that finds it busy (another thread's call, or a
 //! call from inside a part) runs its parts on the calling thread, so nothing can deadlock.
@@ -16,8 +18,24 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-/// How long an idle worker spins (burning its core) waiting for the next job before it sleeps.
-pub const SPIN: Duration = Duration::from_micros(200);
+/// How long an idle worker spins (burning its core) waiting for the next job before it sleeps,
+/// unless [`set_worker_spin`] changed it.
+pub const DEFAULT_WORKER_SPIN: Duration = Duration::from_micros(200);
+
+static SPIN_NANOS: AtomicU64 = AtomicU64::new(DEFAULT_WORKER_SPIN.as_nanos() as u64);
+
+/// Sets how long the worker threads of [`crate::Kernel::call_parallel`] spin after a job
+/// before they sleep (`Duration::ZERO`: sleep at once, waking costs a few µs per call; longer:
+/// more CPU burnt between calls). Takes effect from each worker's next wait.
+pub fn set_worker_spin(spin: Duration) {
+    let nanos = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
+    SPIN_NANOS.store(nanos, Ordering::Relaxed);
+}
+
+/// The current spin time (see [`set_worker_spin`]).
+pub fn worker_spin() -> Duration {
+    Duration::from_nanos(SPIN_NANOS.load(Ordering::Relaxed))
+}
 
 /// The process-wide pool: one worker per available core beyond the caller's.
 struct Pool {
@@ -121,9 +139,10 @@ fn worker(shared: &Shared, w: usize) {
 }
 
 impl Shared {
-    /// Waits (spinning for [`SPIN`], then parked) until `epoch` differs from `seen`.
+    /// Waits (spinning for [`worker_spin`], then parked) until `epoch` differs from `seen`.
     fn wait_for_job(&self, seen: u64, w: usize) -> u64 {
         let started = Instant::now();
+        let spin = worker_spin();
         let mut spins = 0u32;
         loop {
             let epoch = self.epoch.load(Ordering::Acquire);
@@ -132,7 +151,7 @@ impl Shared {
             }
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(256) && started.elapsed() > SPIN {
+            if spins.is_multiple_of(256) && started.elapsed() > spin {
                 break;
             }
         }
@@ -185,9 +204,9 @@ pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
         }
     }
     job.work();
-    let started = Instant::now();
+    let (started, spin) = (Instant::now(), worker_spin());
     while job.done.load(Ordering::Acquire) < parts {
-        if started.elapsed() < SPIN {
+        if started.elapsed() < spin {
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();
@@ -264,9 +283,19 @@ mod tests {
     #[test]
     fn sleeping_workers_are_woken() {
         for _ in 0..5 {
-            std::thread::sleep(SPIN * 3);
+            std::thread::sleep(DEFAULT_WORKER_SPIN * 3);
             assert_eq!(counts(2), vec![1; 2]);
         }
+    }
+
+    #[test]
+    fn spin_time_is_settable() {
+        set_worker_spin(Duration::from_micros(7));
+        assert_eq!(worker_spin(), Duration::from_micros(7));
+        assert_eq!(counts(3), vec![1; 3]);
+        set_worker_spin(Duration::MAX);
+        assert_eq!(worker_spin(), Duration::from_nanos(u64::MAX));
+        set_worker_spin(DEFAULT_WORKER_SPIN);
     }
 
     #[test]
@@ -293,7 +322,7 @@ mod tests {
                     }
                 }
             });
-            std::thread::sleep(SPIN * 2);
+            std::thread::sleep(DEFAULT_WORKER_SPIN * 2);
             overlapped.into_inner()
         });
         assert!(overlapped, "no call ran its two parts at once");
