@@ -34,13 +34,31 @@ pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
     by_slice.min((8 / coordinates.max(1)).max(1) as u64)
 }
 
-/// The CLIF signature of [`super::stream_copy`]: `(dest, source, bytes)`.
-pub(crate) fn stream_copy_signature(call_conv: CallConv, pointer: Type) -> Signature {
+/// The CLIF signature of a copy helper: `(dest, source, bytes)` for [`super::stream_copy`],
+/// `(dest, source, bytes, next)` for [`super::prefetch_copy`] (`params` pointers).
+pub(crate) fn copy_signature(call_conv: CallConv, pointer: Type, params: usize) -> Signature {
     let mut sig = Signature::new(call_conv);
-    for _ in 0..3 {
+    for _ in 0..params {
         sig.params.push(AbiParam::new(pointer));
     }
     sig
+}
+
+/// Whether the kernel for `plan` copies its slices with [`super::prefetch_copy`], prefetching
+/// the next lookup's slice: slices too large to copy inline, not streamed, and an innermost
+/// loop with a next lookup to prefetch.
+pub(crate) fn prefetches_next_slice(plan: &Plan) -> bool {
+    let innermost = plan.loops[plan.loops.len() - 1];
+    !plan.lookup.streaming && plan.lookup.slice_bytes > UNROLL_LIMIT_BYTES && innermost.extent > 1
+}
+
+/// The Rust functions a kernel calls, imported into its function.
+#[derive(Clone, Copy)]
+pub(crate) struct Helpers {
+    /// [`super::stream_copy`], when `plan.lookup.streaming`.
+    pub(crate) stream_copy: Option<FuncRef>,
+    /// [`super::prefetch_copy`], when [`prefetches_next_slice`].
+    pub(crate) prefetch_copy: Option<FuncRef>,
 }
 
 /// The CLIF signature every kernel has.
@@ -64,14 +82,13 @@ fn flags() -> MemFlagsData {
 
 /// Builds the body of `func` from `plan`.
 ///
-/// `stream_copy` is the imported [`super::stream_copy`] (signature
-/// [`stream_copy_signature`]); it is called for slices when `plan.lookup.streaming`.
+/// `helpers` are the imported Rust functions (see [`Helpers`]).
 pub(crate) fn lower(
     plan: &Plan,
     func: &mut Function,
     builder_context: &mut FunctionBuilderContext,
     config: TargetFrontendConfig,
-    stream_copy: Option<FuncRef>,
+    helpers: Helpers,
 ) {
     let mut builder = FunctionBuilder::new(func, builder_context);
     let entry = builder.create_block();
@@ -94,7 +111,10 @@ pub(crate) fn lower(
         config,
         pointer: config.pointer_type(),
         reject,
-        stream_copy: stream_copy.filter(|_| plan.lookup.streaming),
+        stream_copy: helpers.stream_copy.filter(|_| plan.lookup.streaming),
+        prefetch_copy: helpers
+            .prefetch_copy
+            .filter(|_| prefetches_next_slice(plan)),
     };
     let outer = plan.loops[0];
     let d0 = lowering.advance(&mut builder, data, start, outer.data_stride);
@@ -125,6 +145,7 @@ struct Lowering<'a> {
     pointer: Type,
     reject: Block,
     stream_copy: Option<FuncRef>,
+    prefetch_copy: Option<FuncRef>,
 }
 
 impl Lowering<'_> {
@@ -165,8 +186,8 @@ impl Lowering<'_> {
         if innermost && depth > 0 && spec.extent <= unroll.max(4) {
             // A short inner loop of constant extent: straight-line code, no counter.
             for k in 0..spec.extent {
-                let [data, indices, output] = self.step(b, pointers, depth, k);
-                self.emit_lookup(b, data, indices, output);
+                let pointers = self.step(b, pointers, depth, k);
+                self.emit_lookup(b, pointers, None);
             }
             return;
         }
@@ -184,7 +205,8 @@ impl Lowering<'_> {
         let p = b.block_params(body).to_vec();
         let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
         if innermost {
-            self.emit_lookup(b, pointers[0], pointers[1], pointers[2]);
+            let next = self.next_slice(b, depth, i, to, pointers);
+            self.emit_lookup(b, pointers, next);
         } else {
             let zero = b.ins().iconst(I64, 0);
             let extent = b
@@ -286,7 +308,7 @@ impl Lowering<'_> {
                 self.emit_fast_checks(b, &raw, single, &bail);
                 let offset = self.offset(b, &raw);
                 let source = b.ins().iadd(data, offset);
-                self.emit_copy(b, source, output, self.plan.lookup.slice_bytes);
+                self.emit_copy(b, source, output, None);
             }
         }
         let [data, indices, output] = self.step(b, pointers, depth, group);
@@ -302,7 +324,7 @@ impl Lowering<'_> {
         b.set_cold_block(single);
         let p = b.block_params(single).to_vec();
         let (i, pointers, stop) = (p[0], [p[1], p[2], p[3]], p[4]);
-        self.emit_lookup(b, pointers[0], pointers[1], pointers[2]);
+        self.emit_lookup(b, pointers, None);
         let next = b.ins().iadd_imm_s(i, 1);
         let advanced = self.step(b, pointers, depth, 1);
         let again = b.ins().icmp(IntCC::UnsignedLessThan, next, stop);
@@ -376,6 +398,35 @@ impl Lowering<'_> {
         }
     }
 
+    /// Where the slice of iteration `i + 1` of the innermost loop at `depth` starts, if the
+    /// kernel prefetches: its tuple is read (the current one again when `i + 1 == to`, so the
+    /// read stays in the buffer) and clamped into range (a prefetch need not be exact, and
+    /// the address then lies in `data`).
+    fn next_slice(
+        &self,
+        b: &mut FunctionBuilder,
+        depth: usize,
+        i: Value,
+        to: Value,
+        pointers: [Value; 3],
+    ) -> Option<Value> {
+        self.prefetch_copy?;
+        let [data, indices, _] = self.step(b, pointers, depth, 1);
+        let next = b.ins().iadd_imm_s(i, 1);
+        let has_next = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
+        let tuple = b.ins().select(has_next, indices, pointers[1]);
+        let data = b.ins().select(has_next, data, pointers[0]);
+        let clamped: Vec<Value> = (self.load_tuple(b, tuple).into_iter())
+            .zip(&self.plan.lookup.coordinates)
+            .map(|(index, c)| {
+                let last = b.ins().iconst(I64, c.dim_size.max(1) as i64 - 1);
+                b.ins().umin(index, last)
+            })
+            .collect();
+        let offset = self.offset(b, &clamped);
+        Some(b.ins().iadd(data, offset))
+    }
+
     /// Loads every coordinate of the tuple at `indices`, widened to 64 bits.
     fn load_tuple(&self, b: &mut FunctionBuilder, indices: Value) -> Vec<Value> {
         self.plan
@@ -431,7 +482,11 @@ impl Lowering<'_> {
     /// The common case costs one unsigned compare per coordinate: if every raw index is in
     /// `0..dim`, the offset is computed directly. Otherwise a slow path applies the policy
     /// (wrap negatives, then clamp, zero-fill or reject).
-    fn emit_lookup(&self, b: &mut FunctionBuilder, data: Value, indices: Value, output: Value) {
+    ///
+    /// `next` is where the following lookup's slice probably starts, for
+    /// [`super::prefetch_copy`].
+    fn emit_lookup(&self, b: &mut FunctionBuilder, pointers: [Value; 3], next: Option<Value>) {
+        let [data, indices, output] = pointers;
         let raw = self.load_tuple(b, indices);
         let slow = b.create_block();
         let copy = b.create_block();
@@ -449,7 +504,7 @@ impl Lowering<'_> {
         b.seal_block(copy);
         let offset = b.block_params(copy)[0];
         let source = b.ins().iadd(data, offset);
-        self.emit_copy(b, source, output, self.plan.lookup.slice_bytes);
+        self.emit_copy(b, source, output, next);
         b.ins().jump(done, &[]);
         b.switch_to_block(done);
         b.seal_block(done);
@@ -561,11 +616,19 @@ impl Lowering<'_> {
         }
     }
 
-    /// Copies `bytes` (a constant) from `source` to `dest`, with code chosen by the size.
-    fn emit_copy(&self, b: &mut FunctionBuilder, source: Value, dest: Value, bytes: u64) {
+    /// Copies one slice from `source` to `dest`, with code chosen by its size; `next` (the
+    /// following lookup's slice) is prefetched when given and the kernel uses
+    /// [`super::prefetch_copy`].
+    fn emit_copy(&self, b: &mut FunctionBuilder, source: Value, dest: Value, next: Option<Value>) {
+        let bytes = self.plan.lookup.slice_bytes;
         if let Some(stream_copy) = self.stream_copy {
             let size = b.ins().iconst(self.pointer, bytes as i64);
             b.ins().call(stream_copy, &[dest, source, size]);
+            return;
+        }
+        if let (Some(prefetch_copy), Some(next)) = (self.prefetch_copy, next) {
+            let size = b.ins().iconst(self.pointer, bytes as i64);
+            b.ins().call(prefetch_copy, &[dest, source, size, next]);
             return;
         }
         if bytes > UNROLL_LIMIT_BYTES {
@@ -700,5 +763,27 @@ mod tests {
         ] {
             assert!(!clif(&signature).contains("insertlane"), "{signature}");
         }
+    }
+
+    #[test]
+    fn only_large_slices_in_a_loop_prefetch_the_next_slice() {
+        use crate::ir::Signature;
+        let prefetches = |signature: &Signature| {
+            let validated = signature.validate().expect("valid signature");
+            prefetches_next_slice(&Plan::new(&validated).expect("plan"))
+        };
+        // S5: 3 KiB rows of an embedding table.
+        assert!(prefetches(&Signature::gather(
+            &[30522, 768],
+            &[8, 128],
+            0,
+            0
+        )));
+        // Inline copies, a single lookup, and streaming copies do not.
+        assert!(!prefetches(&Signature::gather(&[100, 128], &[64], 0, 0)));
+        assert!(!prefetches(&Signature::gather(&[100, 768], &[1], 0, 0)));
+        assert!(!prefetches(&Signature::gather(&[5, 1000], &[8400], 0, 0)));
+        let text = clif(&Signature::gather(&[30522, 768], &[8, 128], 0, 0));
+        assert!(text.contains("umin"), "the next tuple is clamped\n{text}");
     }
 }
