@@ -241,10 +241,11 @@ impl Kernel {
         // Addresses cross threads as integers; each part writes a disjoint part of `output`.
         let (data, indices, output) = (data as usize, indices as usize, output as usize);
         let results: Vec<OnceLock<Result<()>>> = (0..threads).map(|_| OnceLock::new()).collect();
-        let parts = threads as u64;
+        // In u128: `extent * parts` may exceed u64 (both come from the caller); each bound is
+        // at most `extent`, so it fits u64 again.
+        let bound = |t: usize| (u128::from(extent) * t as u128 / threads as u128) as u64;
         pool::run(threads, &|part| {
-            let t = part as u64;
-            let range = extent * t / parts..extent * (t + 1) / parts;
+            let range = bound(part)..bound(part + 1);
             // SAFETY: forwarded contract; the ranges partition `0..extent`, so concurrent
             // calls write disjoint output bytes and only read the inputs, and `pool::run`
             // returns only after every part has finished.

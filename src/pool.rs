@@ -58,10 +58,58 @@ struct Shared {
 struct Job {
     /// The caller's `Fn(usize) + Sync` with its lifetime erased; see [`run`]'s SAFETY.
     part: *const (dyn Fn(usize) + Sync),
+    claims: Claims,
+}
+
+type Payload = Box<dyn std::any::Any + Send>;
+
+/// The bookkeeping of one call's parts.
+struct Claims {
     parts: usize,
     next: AtomicUsize,
     done: AtomicUsize,
-    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// The first panic of a part, resumed by the caller.
+    panic: Mutex<Option<Payload>>,
+}
+
+impl Claims {
+    fn new(parts: usize) -> Claims {
+        Claims {
+            parts,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            panic: Mutex::new(None),
+        }
+    }
+
+    /// Claims and runs parts of `part` until none is left. A part's panic is kept for the
+    /// caller (later ones are leaked, not dropped: dropping a payload may itself panic), so
+    /// this never unwinds and every claimed part counts as done.
+    fn work(&self, part: &(dyn Fn(usize) + Sync)) {
+        loop {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            if index >= self.parts {
+                return;
+            }
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| part(index))) {
+                let mut first = lock(&self.panic);
+                if first.is_none() {
+                    *first = Some(payload);
+                } else {
+                    drop(first);
+                    std::mem::forget(payload);
+                }
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Resumes the first part's panic, if any.
+    fn resume_panic(&self) {
+        if let Some(payload) = lock(&self.panic).take() {
+            resume_unwind(payload);
+        }
+    }
 }
 
 // SAFETY: `part` points to a `Sync` closure, so calling it from several threads is allowed;
@@ -71,21 +119,13 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 impl Job {
-    /// Claims and runs parts until none is left; a panicking part is kept for the caller.
+    /// Runs parts of this job until none is left (see [`Claims::work`]).
     fn work(&self) {
-        loop {
-            let index = self.next.fetch_add(1, Ordering::Relaxed);
-            if index >= self.parts {
-                return;
-            }
-            // SAFETY: `index < parts` was claimed by this thread alone, and the caller of
-            // `run` does not return before `done == parts`, so the closure is still alive.
-            let part = unsafe { &*self.part };
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| part(index))) {
-                lock(&self.panic).get_or_insert(payload);
-            }
-            self.done.fetch_add(1, Ordering::Release);
-        }
+        // SAFETY: `Claims::work` calls `part` only for an index it claimed below `parts`, and
+        // the caller of `run` does not return before all of those are done, so the closure is
+        // still alive whenever it is called.
+        let part = unsafe { &*self.part };
+        self.claims.work(part);
     }
 }
 
@@ -173,27 +213,30 @@ impl Shared {
 /// returns when all have finished. A panic in a part is resumed here, after all finished.
 pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     let pool = pool();
-    let turn = match pool.turn.try_lock() {
-        Ok(turn) => Some(turn),
-        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
+    let turn = if parts <= 1 || pool.workers.is_empty() {
+        None
+    } else {
+        match pool.turn.try_lock() {
+            Ok(turn) => Some(turn),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     };
-    if parts <= 1 || pool.workers.is_empty() || turn.is_none() {
-        (0..parts).for_each(part);
-        return;
-    }
+    let Some(turn) = turn else {
+        // Alone: every part on this thread, with the same panic rule as with workers.
+        let claims = Claims::new(parts);
+        claims.work(part);
+        return claims.resume_panic();
+    };
     // SAFETY: the lifetime of `part` is erased so workers can hold the pointer, which is only
     // dereferenced for a claimed part (`Job::work`); this function does not return, nor
-    // unwind, before every part is done (the loop below, and `work` catches panics).
+    // unwind, before every part is done (the loop below; `Claims::work` never unwinds).
     let erased = unsafe {
         std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(part)
     };
     let job = Arc::new(Job {
         part: erased,
-        parts,
-        next: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-        panic: Mutex::new(None),
+        claims: Claims::new(parts),
     });
     let shared = &pool.shared;
     *lock(&shared.current) = Some(Arc::clone(&job));
@@ -205,7 +248,7 @@ pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     }
     job.work();
     let (started, spin) = (Instant::now(), worker_spin());
-    while job.done.load(Ordering::Acquire) < parts {
+    while job.claims.done.load(Ordering::Acquire) < parts {
         if started.elapsed() < spin {
             std::hint::spin_loop();
         } else {
@@ -214,9 +257,7 @@ pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     }
     *lock(&shared.current) = None;
     drop(turn);
-    if let Some(payload) = lock(&job.panic).take() {
-        resume_unwind(payload);
-    }
+    job.claims.resume_panic();
 }
 
 #[cfg(test)]
@@ -326,5 +367,53 @@ mod tests {
             overlapped.into_inner()
         });
         assert!(overlapped, "no call ran its two parts at once");
+    }
+
+    #[test]
+    fn a_panicking_part_of_a_call_run_alone_still_lets_the_other_parts_run() {
+        // Nested, so the inner call finds the pool busy and runs alone (the fallback path).
+        let inner = AtomicUsize::new(0);
+        run(2, &|_| {
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                run(4, &|part| {
+                    inner.fetch_add(1, Ordering::Relaxed);
+                    assert_ne!(part, 1, "part one fails");
+                })
+            }));
+            assert!(result.is_err(), "the inner panic reaches its caller");
+        });
+        assert_eq!(inner.into_inner(), 8, "every inner part ran, twice");
+    }
+
+    /// A panic payload whose drop panics too.
+    struct Bomb;
+
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("dropping a Bomb");
+            }
+        }
+    }
+
+    #[test]
+    fn payloads_that_panic_when_dropped_neither_hang_nor_escape_early() {
+        for _ in 0..20 {
+            let finished = AtomicUsize::new(0);
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                run(4, &|part| {
+                    if part < 2 {
+                        std::panic::panic_any(Bomb);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    finished.fetch_add(1, Ordering::Relaxed);
+                })
+            }));
+            assert_eq!(finished.load(Ordering::Relaxed), 2, "run returned early");
+            let payload = result.expect_err("a Bomb reaches the caller");
+            assert!(payload.is::<Bomb>());
+            // Dropping it would panic; the test has seen what it needs.
+            std::mem::forget(payload);
+        }
     }
 }
