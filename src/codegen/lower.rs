@@ -251,8 +251,9 @@ impl Lowering<'_> {
     ///
     /// ```text
     /// head(i):   i + group <= to ? group(i) : tail(i)
-    /// group(i):  group x { check (else single(i, stop = i + group)); copy };
-    ///            i + 2 group <= to ? group(i + group) : tail(i + group)
+    /// group(i):  stop = i + group; group x { check (else bail(stop)); copy };
+    ///            stop <= to - group ? group(stop) : tail(stop)
+    /// bail(stop): single(stop - group, stop)
     /// tail(i):   i < to ? single(i, stop = to) : exit
     /// single(i, stop): full lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
     /// ```
@@ -270,9 +271,10 @@ impl Lowering<'_> {
         let head = b.create_block();
         let group_block = b.create_block();
         let tail = b.create_block();
+        let bail_block = b.create_block();
         let single = b.create_block();
         let exit = b.create_block();
-        for block in [head, group_block, tail, single] {
+        for block in [head, group_block, tail, bail_block, single] {
             self.append_state_params(b, block);
         }
         b.append_block_param(single, I64); // stop
@@ -296,29 +298,44 @@ impl Lowering<'_> {
         b.switch_to_block(group_block);
         let p = b.block_params(group_block).to_vec();
         let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
+        // Only `stop` lives on (the bail block recomputes `i`), so it can take `i`'s register
+        // and the back edge needs no move.
         let stop = b.ins().iadd_imm_s(i, group as i64);
-        let mut bail = state(i, pointers).to_vec();
-        bail.push(BlockArg::from(stop));
+        let bail = state(stop, pointers);
         if let Some(vector) = self.packed_vector(depth, group) {
-            self.emit_packed_group(b, (depth, group, vector), pointers, single, &bail);
+            self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
             for k in 0..group {
                 let [data, indices, output] = self.step(b, pointers, depth, k);
                 let raw = self.load_tuple(b, indices);
-                self.emit_fast_checks(b, &raw, single, &bail);
+                self.emit_fast_checks(b, &raw, bail_block, &bail);
                 let offset = self.offset(b, &raw);
                 let source = b.ins().iadd(data, offset);
                 self.emit_copy(b, source, output, None);
             }
         }
         let [data, indices, output] = self.step(b, pointers, depth, group);
-        let last = b.ins().iadd_imm_s(stop, group as i64);
-        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to);
+        // Another trip fits if `stop + group <= to`, i.e. `stop <= to - group` (no wrap: this
+        // trip fitted, so `to >= group`).
+        let last_start = b.ins().iadd_imm_s(to, -(group as i64));
+        let fits = b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, stop, last_start);
         let args = state(stop, [data, indices, output]);
         b.ins().brif(fits, group_block, &args, tail, &args);
         // `group_block`'s predecessors: `head` and its own back edge; `tail`'s: both tests.
         b.seal_block(group_block);
         b.seal_block(tail);
+
+        // A rejected check: redo the trip one lookup at a time, from `i = stop - group`.
+        b.switch_to_block(bail_block);
+        b.set_cold_block(bail_block);
+        b.seal_block(bail_block);
+        let p = b.block_params(bail_block).to_vec();
+        let i = b.ins().iadd_imm_s(p[0], -(group as i64));
+        let mut args = state(i, [p[1], p[2], p[3]]).to_vec();
+        args.push(BlockArg::from(p[0]));
+        b.ins().jump(single, &args);
 
         b.switch_to_block(single);
         b.set_cold_block(single);
