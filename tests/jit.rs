@@ -378,6 +378,38 @@ fn every_copy_tier_matches_the_interpreter() {
     }
 }
 
+/// Slices copied by `memcpy` prefetch the next lookup's slice: the next tuple is read ahead,
+/// clamped, and at a range's end replaced by the current one. Bad, negative and extreme
+/// indices, and every split of the loop into two ranges, must still give the interpreter's
+/// bytes.
+#[test]
+fn prefetching_copies_match_the_interpreter_at_every_split() {
+    let rows = 4usize;
+    let sig = Signature::gather(&[rows, 150], &[9], 0, 0).with_out_of_range(OutOfRange::Zero);
+    let validated = sig.validate().expect("valid");
+    let kernel = Kernel::compile(&sig).expect("kernel");
+    let data: Vec<u8> = (0..validated.data_len() * 4)
+        .map(|i| (i % 249) as u8 + 1)
+        .collect();
+    let raw = [3i64, -1, i64::MAX, 0, -4, 7, i64::MIN, 2, -5];
+    let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let expected = interpret(&validated, &data, &indices).expect("interpreter");
+    let extent = kernel.outer_extent();
+    assert_eq!(extent, 9, "{}", kernel.plan());
+    for split in 0..=extent {
+        let mut output = vec![0xEEu8; expected.len()];
+        for range in [0..split, split..extent] {
+            // SAFETY: buffers sized by the signature, disjoint, ranges within the outer extent.
+            unsafe {
+                kernel
+                    .call_range(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr(), range)
+                    .expect("Zero policy never rejects");
+            }
+        }
+        assert_eq!(output, expected, "split at {split}");
+    }
+}
+
 /// Outputs larger than the cache are written with streaming stores; the bytes must not change,
 /// whatever the destination's alignment.
 #[test]
