@@ -360,6 +360,7 @@ impl Lowering<'_> {
     /// `group` fills whole vectors: the group then loads elements straight into vector lanes
     /// (`pinsrd xmm, [mem]` and the like) and stores 16 bytes at a time, one store instead of
     /// 16 / size. Measured: S6 73-75 -> 67 µs, S8 183-190 -> 168-172 µs (docs/performance.md).
+    /// (Trips hold at most 8 lookups, so 1-byte elements, 16 to a vector, never qualify.)
     fn packed_vector(&self, depth: usize, group: u64) -> Option<Type> {
         let bytes = self.plan.lookup.slice_bytes;
         let vector = match bytes {
