@@ -121,6 +121,12 @@ impl Kernel {
         self.code.code_bytes()
     }
 
+    /// The kernel's machine code (`code_bytes` bytes from its entry point), e.g. to
+    /// disassemble it (`gather-jit explain` does).
+    pub fn machine_code(&self) -> &[u8] {
+        self.code.machine_code()
+    }
+
     /// How long validation, specialisation and compilation took.
     pub fn compile_time(&self) -> Duration {
         self.compile_time

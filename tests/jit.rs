@@ -378,6 +378,21 @@ fn every_copy_tier_matches_the_interpreter() {
     }
 }
 
+/// The machine code can be read back (for disassembly) while the kernel lives.
+#[test]
+fn machine_code_is_the_whole_function() {
+    let kernel = Kernel::compile(&Signature::gather(&[16, 16], &[4], 0, 0)).expect("kernel");
+    let code = kernel.machine_code();
+    assert_eq!(code.len(), kernel.code_bytes());
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(
+            code[0], 0x55,
+            "Cranelift's x86-64 prologue starts with push %rbp"
+        );
+        assert!(code.contains(&0xC3), "a ret somewhere");
+    }
+}
+
 /// Slices copied by `memcpy` prefetch the next lookup's slice: the next tuple is read ahead,
 /// clamped, and at a range's end replaced by the current one. Bad, negative and extreme
 /// indices, and every split of the loop into two ranges, must still give the interpreter's

@@ -8,11 +8,12 @@ use crate::failure::Result;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::report::{human_time, nanos};
 
-/// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code size.
+/// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code.
 ///
 /// The plan is the loop nest after specialisation: every extent and byte stride a constant,
 /// extent-1 loops dropped and contiguous loops merged. The Cranelift IR is the function before
-/// Cranelift's optimisations. (This build has no disassembler; the code size is printed.)
+/// Cranelift's optimisations. The machine code is disassembled (AT&T syntax, offsets from the
+/// entry point) on x86-64 hosts; elsewhere only its size is printed.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit explain --op gather-nd --data-shape 2x3x4 --indices-shape 2x1 --dtype f32 --index-type i64
@@ -87,7 +88,7 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
             "clif": clif,
             "code_bytes": kernel.code_bytes(),
             "compile_ns": nanos(kernel.compile_time()),
-            "disassembly": null,
+            "disassembly": disassemble(kernel.machine_code()),
         });
         println!("{out}");
         return Ok(());
@@ -96,10 +97,7 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
     println!("resolved:      {:?}", validated.op());
     println!("output shape:  {:?}", validated.output_shape());
     println!("compile time:  {}", human_time(kernel.compile_time()));
-    println!(
-        "machine code:  {} bytes (no disassembler in this build)",
-        kernel.code_bytes()
-    );
+    println!("machine code:  {} bytes", kernel.code_bytes());
     println!();
     println!("{plan}");
     println!();
@@ -108,5 +106,37 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
     if !clif.ends_with('\n') {
         println!();
     }
+    if let Some(lines) = disassemble(kernel.machine_code()) {
+        println!();
+        println!("machine code (x86-64, AT&T syntax):");
+        for line in lines {
+            println!("{line}");
+        }
+    }
     Ok(())
+}
+
+/// One line per instruction, `offset: instruction`; `None` where there is no disassembler.
+#[cfg(target_arch = "x86_64")]
+fn disassemble(code: &[u8]) -> Option<Vec<String>> {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter};
+    let mut decoder = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    let mut formatter = GasFormatter::new();
+    formatter.options_mut().set_branch_leading_zeros(false);
+    formatter.options_mut().set_uppercase_hex(false);
+    let mut text = String::new();
+    let lines = decoder
+        .iter()
+        .map(|instruction| {
+            text.clear();
+            formatter.format(&instruction, &mut text);
+            format!("{:5x}:  {text}", instruction.ip())
+        })
+        .collect();
+    Some(lines)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn disassemble(_code: &[u8]) -> Option<Vec<String>> {
+    None
 }

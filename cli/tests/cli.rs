@@ -399,6 +399,21 @@ fn explain_prints_shape_plan_and_clif() {
     assert!(out.contains("copy 48 bytes"), "{out}");
     assert!(out.contains("function ") && out.contains("block0"), "{out}");
     assert!(out.contains("machine code:"), "{out}");
+    if cfg!(target_arch = "x86_64") {
+        // The disassembly ends the output; the function returns somewhere in it.
+        let listing = out
+            .split("machine code (x86-64, AT&T syntax):")
+            .nth(1)
+            .expect("a disassembly");
+        assert!(
+            listing.lines().any(|l| l.trim_end().ends_with("ret")),
+            "{listing}"
+        );
+        assert!(
+            listing.trim_start().starts_with("0:  push %rbp"),
+            "{listing}"
+        );
+    }
 }
 
 #[test]
@@ -424,6 +439,12 @@ fn explain_json_has_the_output_shape() {
     assert!(json["code_bytes"].as_u64().unwrap() > 0);
     assert!(json["clif"].as_str().unwrap().contains("function"));
     assert_eq!(json["plan"]["loops"].as_array().unwrap().len(), 2);
+    if cfg!(target_arch = "x86_64") {
+        let lines = json["disassembly"].as_array().expect("disassembly lines");
+        assert!(lines.iter().any(|l| l.as_str().unwrap().ends_with("ret")));
+    } else {
+        assert!(json["disassembly"].is_null());
+    }
     // Scalar indices and an empty dim are valid shapes too.
     let out = ok(&[
         "explain",

@@ -144,6 +144,14 @@ impl JitCode {
         self.code_bytes
     }
 
+    /// The machine code, for disassembly.
+    pub(crate) fn machine_code(&self) -> &[u8] {
+        // SAFETY: `entry` is the start of this function's finalized code, `code_bytes` long
+        // (Cranelift's size of what it emitted); the module keeps those pages mapped readable
+        // and executable, never written again, until `self` drops, which the borrow prevents.
+        unsafe { std::slice::from_raw_parts(self.entry as *const u8, self.code_bytes) }
+    }
+
     /// Calls the kernel on iterations `start..end` of the outermost loop.
     ///
     /// Returns `Err(position)` with the element position in the indices buffer of a rejected
