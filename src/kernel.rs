@@ -317,10 +317,7 @@ impl Kernel {
     /// [`Error::BufferMismatch`] if a slice's length does not match the signature; otherwise
     /// as [`Kernel::call`].
     pub fn run_bytes(&self, data: &[u8], indices: &[u8], output: &mut [u8]) -> Result<()> {
-        self.check_buffers(data, indices, output)?;
-        // SAFETY: the lengths match the signature (checked above); slices are valid for their
-        // length, non-null, and `output` is a unique borrow, so it overlaps neither input.
-        unsafe { self.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+        self.run_bytes_parallel(data, indices, output, 1)
     }
 
     /// Runs the gather on ndarray views of any layout and returns a new array.
@@ -363,14 +360,18 @@ impl Kernel {
             .map_err(|_| Error::OutputAllocation {
                 bytes: self.plan.output_bytes as usize,
             })?;
-        output.resize(len, T::default());
         // `as_standard_layout` guarantees contiguous slices; they cannot be absent.
         let (Some(data), Some(indices)) = (data.as_slice(), indices.as_slice()) else {
             unreachable!("standard layout arrays are contiguous")
         };
+        // The output is not filled first: a successful call writes every byte of it (each
+        // output slice belongs to exactly one lookup, copied or zero-filled), so a fill would
+        // only write the whole output twice.
         // SAFETY: `data` and `indices` are contiguous with the signature's shapes and types
-        // (checked above), `output` holds `output_len` elements of the signature's type, and
-        // it is a fresh allocation, so it overlaps neither input.
+        // (checked above); `output` has capacity for `output_len` elements of the signature's
+        // type, and is a fresh allocation, so it overlaps neither input. After `Ok`, all
+        // `len` elements are initialised with values copied from `data` (valid `T`s) or
+        // zero bytes (a valid value of every `Element` type), so `set_len` is sound.
         unsafe {
             self.call_parallel(
                 data.as_ptr().cast(),
@@ -378,6 +379,7 @@ impl Kernel {
                 output.as_mut_ptr().cast(),
                 0,
             )?;
+            output.set_len(len);
         }
         ArrayD::from_shape_vec(IxDyn(self.output_shape()), output).map_err(|e| {
             Error::BufferMismatch {
