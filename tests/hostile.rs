@@ -33,13 +33,6 @@ fn encode(index_type: IndexType, value: i128) -> Option<Vec<u8>> {
     index_type.try_encode(value, &mut bytes).then_some(bytes)
 }
 
-/// Smallest and largest value of an index type.
-fn type_range(index_type: IndexType) -> (i128, i128) {
-    let max = i128::from(index_type.max_value());
-    let min = if index_type.is_signed() { -max - 1 } else { 0 };
-    (min, max)
-}
-
 /// Data bytes that are never zero and differ from their neighbours.
 fn data_bytes(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i as u8).wrapping_mul(37) | 1).collect()
@@ -260,7 +253,10 @@ fn rank_zero_where_forbidden_and_where_allowed() {
 /// The values worth trying against a dim of size `dim` in `index_type`: both ends of the type,
 /// their neighbours, and both ends of the dim (wrapped and not).
 fn extreme_values(index_type: IndexType, dim: usize) -> Vec<i128> {
-    let (min, max) = type_range(index_type);
+    let (min, max) = (
+        i128::from(index_type.min_value()),
+        i128::from(index_type.max_value()),
+    );
     let s = dim as i128;
     let mut values = vec![
         min,

@@ -304,7 +304,7 @@ fn index_bytes(
         } else {
             choices[flat % choices.len()]
         };
-        encode(index_type, index_value(choice, size, index_type), &mut out);
+        index_type.encode_wrapping(index_value(choice, size, index_type), &mut out);
     }
     out
 }
@@ -313,7 +313,10 @@ fn index_bytes(
 fn index_value([kind, value]: [u8; 2], size: usize, index_type: IndexType) -> i128 {
     let s = size as i128;
     let v = i128::from(value);
-    let (min, max) = type_range(index_type);
+    let (min, max) = (
+        i128::from(index_type.min_value()),
+        i128::from(index_type.max_value()),
+    );
     match kind % 16 {
         0..=6 if s > 0 => v % s,
         7 | 8 if s > 0 => -(v % s) - 1,
@@ -326,18 +329,6 @@ fn index_value([kind, value]: [u8; 2], size: usize, index_type: IndexType) -> i1
         14 => i128::from(value as i8) * 0x0101_0101_0101_0101,
         _ => 0,
     }
-}
-
-/// Smallest and largest value of an index type.
-pub fn type_range(index_type: IndexType) -> (i128, i128) {
-    let max = i128::from(index_type.max_value());
-    let min = if index_type.is_signed() { -max - 1 } else { 0 };
-    (min, max)
-}
-
-/// Stores `value` as `index_type`, truncating like a C cast.
-pub fn encode(index_type: IndexType, value: i128, out: &mut Vec<u8>) {
-    index_type.encode_wrapping(value, out);
 }
 
 /// Row-major coordinates of element `flat` of `shape` (the test's own copy).

@@ -404,6 +404,17 @@ impl IndexType {
         IndexType::ALL.into_iter().find(|t| t.name() == short)
     }
 
+    /// The smallest value the type holds.
+    pub fn min_value(self) -> i64 {
+        match self {
+            IndexType::I8 => i8::MIN.into(),
+            IndexType::I16 => i16::MIN.into(),
+            IndexType::I32 => i32::MIN.into(),
+            IndexType::I64 => i64::MIN,
+            IndexType::U8 | IndexType::U16 | IndexType::U32 | IndexType::U64 => 0,
+        }
+    }
+
     /// The largest value the type holds.
     pub fn max_value(self) -> u64 {
         match self {
