@@ -3,7 +3,8 @@
 
 use gather_jit::interp::interpret;
 use gather_jit::{
-    DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, OutOfRange, Signature,
+    DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, Options, OutOfRange,
+    Signature,
 };
 use proptest::prelude::*;
 
@@ -162,14 +163,13 @@ fn finish(
         u8,
     ),
 ) -> Problem {
-    let mut signature = Signature::new(op, data, indices)
-        .with_flavor(flavor)
-        .with_dtype(dtype)
-        .with_index_type(index_type);
-    if let Some(policy) = policy {
-        signature = signature.with_policy(policy);
-    }
-    fill(signature, choices, seed)
+    let options = Options {
+        flavor,
+        dtype,
+        index_type,
+        policy,
+    };
+    fill(options.signature(op, data, indices), choices, seed)
 }
 
 /// Gather problems for every flavor that defines Gather, with batch_dims where allowed.

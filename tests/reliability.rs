@@ -12,6 +12,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use gather_jit::interp::interpret;
+use gather_jit::workloads::XorShift;
 use gather_jit::{
     CacheStats, DType, Flavor, IndexType, Kernel, KernelCache, OutOfRange, Signature,
 };
@@ -25,22 +26,6 @@ const _: fn() = || {
     send_sync::<CacheStats>();
 };
 
-/// A small deterministic generator (xorshift64*), so failures replay.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Data bytes where each element differs from its neighbours.
 fn data_for(sig: &Signature, salt: u8) -> Vec<u8> {
     let validated = sig.validate().expect("valid");
@@ -51,7 +36,7 @@ fn data_for(sig: &Signature, salt: u8) -> Vec<u8> {
 
 /// Random in-range indices (some negative where the policy wraps, some out of range under
 /// `Zero`) for `sig`, native-endian.
-fn indices_for(sig: &Signature, rng: &mut Rng) -> Vec<u8> {
+fn indices_for(sig: &Signature, rng: &mut XorShift) -> Vec<u8> {
     let validated = sig.validate().expect("valid");
     let mut out = Vec::new();
     let depth = *sig.indices_shape.last().unwrap_or(&1);
@@ -63,12 +48,15 @@ fn indices_for(sig: &Signature, rng: &mut Rng) -> Vec<u8> {
             gather_jit::ResolvedOp::Gather { axis, .. }
             | gather_jit::ResolvedOp::GatherElements { axis } => sig.data_shape[axis],
         } as i64;
-        let mut value = rng.below(dim as usize) as i64;
+        let mut value = rng.below(dim as u64) as i64;
         if sig.policy.out_of_range == OutOfRange::Zero && rng.below(4) == 0 {
             value += dim;
         }
-        let value = i32::try_from(value).expect("small");
-        out.extend_from_slice(&value.to_ne_bytes());
+        assert!(
+            sig.index_type.try_encode(value.into(), &mut out),
+            "{value} fits {}",
+            sig.index_type
+        );
     }
     out
 }
@@ -141,14 +129,14 @@ fn eight_threads_share_one_cache_and_compile_each_signature_once() {
             let (pool, cache, barrier) = (pool.clone(), cache.clone(), barrier.clone());
             let (requested, done) = (requested.clone(), done.clone());
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
+                let mut rng = XorShift::new(t as u64 + 1);
                 for round in 0..REQUESTS {
                     // Every 25th round all threads ask for the same signature at once.
                     let k = if round % 25 == 0 {
                         barrier.wait();
                         (round / 25 * 7) % pool.len()
                     } else {
-                        rng.below(pool.len())
+                        rng.below(pool.len() as u64) as usize
                     };
                     let sig = &pool[k];
                     requested.lock().expect("set").insert(k);
@@ -190,7 +178,7 @@ fn one_kernel_called_from_many_threads_at_once() {
             let (kernel, data, barrier, done) =
                 (kernel.clone(), data.clone(), barrier.clone(), done.clone());
             std::thread::spawn(move || {
-                let mut rng = Rng(t + 11);
+                let mut rng = XorShift::new(t + 11);
                 barrier.wait();
                 for _ in 0..50 {
                     let indices = indices_for(kernel.signature(), &mut rng);
@@ -203,7 +191,7 @@ fn one_kernel_called_from_many_threads_at_once() {
     join_within(handles, &finished, Duration::from_secs(60));
 
     // The parallel split: 8 threads, each one range of the outer loop, one output buffer.
-    let mut rng = Rng(99);
+    let mut rng = XorShift::new(99);
     let indices = indices_for(&sig, &mut rng);
     let expected = interpret(kernel.validated(), &data, &indices).expect("valid");
     let mut output = vec![0u8; expected.len()];
@@ -242,14 +230,14 @@ fn held_kernel_survives_eviction_and_churn() {
     let pool = signature_pool(40);
     for other in &pool {
         let kernel = cache.get(other).expect("kernel");
-        let mut rng = Rng(5);
+        let mut rng = XorShift::new(5);
         run_and_check(&kernel, &data_for(other, 1), &indices_for(other, &mut rng));
     }
     let stats = cache.stats();
     assert_eq!(stats.entries, 2, "{stats:?}");
     assert_eq!(stats.evictions, 39, "{stats:?}");
     assert_eq!(Arc::strong_count(&held), 1, "the cache no longer holds it");
-    let mut rng = Rng(3);
+    let mut rng = XorShift::new(3);
     run_and_check(&held, &data_for(&sig, 2), &indices_for(&sig, &mut rng));
     cache.clear();
     run_and_check(&held, &data_for(&sig, 3), &indices_for(&sig, &mut rng));
@@ -382,7 +370,7 @@ fn memory_child() {
         // from (glibc raises its mmap threshold after a free), which would hide the JIT's
         // figure behind the test's own data.
         if i % 50 == 0 && kernel.validated().data_len() <= 4096 {
-            let mut rng = Rng(i as u64 + 1);
+            let mut rng = XorShift::new(i as u64 + 1);
             run_and_check(
                 &kernel,
                 &data_for(&sig, i as u8),
