@@ -573,7 +573,7 @@ fn placed(bytes: &[u8], misalign: usize) -> (Vec<u8>, usize) {
     (buffer, at)
 }
 
-/// Element types built from their native-endian bytes, for the typed API.
+/// Element (and index) types built from their native-endian bytes, for the typed API.
 trait FromBytes: Element {
     fn from_bytes(bytes: &[u8]) -> Self;
     fn to_bytes(self, out: &mut Vec<u8>);
@@ -614,22 +614,6 @@ impl FromBytes for bool {
         out.push(u8::from(self));
     }
 }
-
-/// Index types built from their native-endian bytes.
-trait IndexFromBytes: IndexElement {
-    fn from_bytes(bytes: &[u8]) -> Self;
-}
-
-macro_rules! index_from_bytes {
-    ($($t:ty),*) => {$(
-        impl IndexFromBytes for $t {
-            fn from_bytes(bytes: &[u8]) -> Self {
-                <$t>::from_ne_bytes(bytes.try_into().expect("index size"))
-            }
-        }
-    )*};
-}
-index_from_bytes!(i8, u8, i16, u16, i32, u32, i64, u64);
 
 /// `Kernel::run` with the Rust types of the kernel's signature, returning the output bytes.
 pub fn typed_run(
@@ -680,7 +664,7 @@ fn array<T: Copy>(shape: &[usize], values: &[T], fortran: bool) -> ArrayD<T> {
     f
 }
 
-fn run_as<T: FromBytes, I: IndexFromBytes>(
+fn run_as<T: FromBytes, I: IndexElement + FromBytes>(
     kernel: &Kernel,
     data: &[u8],
     indices: &[u8],
