@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::failure::Result;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::random::{self, XorShift};
-use crate::report::{bytes_moved, gbps, human_time, measure};
+use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 
 /// Time a kernel on seeded random data with random valid indices.
 ///
@@ -40,18 +40,6 @@ pub struct BenchArgs {
     /// Print one JSON object (times in nanoseconds) and nothing else on stdout
     #[arg(long)]
     json: bool,
-}
-
-/// One whole gather, its outermost loop split across `threads` threads (the crate's worker threads, through
-/// [`Kernel::run_bytes_parallel`]).
-fn run_split(
-    kernel: &Kernel,
-    data: &[u8],
-    indices: &[u8],
-    output: &mut [u8],
-    threads: u64,
-) -> gather_jit::Result<()> {
-    kernel.run_bytes_parallel(data, indices, output, threads as usize)
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -97,8 +85,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let validated = sig.validate()?;
     let mut rng = XorShift::new(args.seed);
-    let data = random::bytes(validated.data_len() * sig.dtype.size(), &mut rng);
-    let indices = random::valid_indices(&validated, &mut rng)?;
+    let (data, indices) = random::inputs(&validated, &mut rng)?;
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
@@ -118,10 +105,11 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let threads = u64::from(args.threads);
     let threads_used = threads.min(kernel.outer_extent()).max(1);
     let mut output = vec![0u8; output_bytes];
-    run_split(&kernel, &data, &indices, &mut output, threads)?;
+    kernel.run_bytes_parallel(&data, &indices, &mut output, threads as usize)?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
-        let _ = run_split(&kernel, &data, &indices, black_box(&mut output), threads);
+        let _ =
+            kernel.run_bytes_parallel(&data, &indices, black_box(&mut output), threads as usize);
     });
     let source = random::bytes(output_bytes, &mut rng);
     let mut copy = vec![0u8; output_bytes];
@@ -134,15 +122,13 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         split(black_box(&mut copy), threads_used, |d, _| d.fill(FILL_BYTE));
     });
 
-    let moved = bytes_moved(&sig, validated.output_len());
+    let moved = bytes_moved(kernel.plan());
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
     let jit_gbps = gbps(moved, ns(jit.median));
     let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
-    let ratio = if memcpy.median > 0.0 {
-        jit.median / memcpy.median
-    } else {
-        0.0
-    };
+    let ratio_to = |base: f64| if base > 0.0 { jit.median / base } else { 0.0 };
+    let ratio = ratio_to(memcpy.median);
+    let fill_ratio = ratio_to(fill.median);
     if args.json {
         let out = json!({
             "signature": sig.to_string(),
@@ -159,8 +145,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "outer_extent": kernel.outer_extent(),
             "code_bytes": kernel.code_bytes(),
             "compile_ns": compile,
-            "first_compile_ns": first_compile.as_nanos() as u64,
-            "kernel_compile_ns": kernel.compile_time().as_nanos() as u64,
+            "first_compile_ns": nanos(first_compile),
+            "kernel_compile_ns": nanos(kernel.compile_time()),
             "cache_hit_ns": cache_hit.median,
             "samples": jit.samples,
             "calls_per_sample": jit.calls_per_sample,
@@ -175,7 +161,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "memcpy_gbps": memcpy_gbps,
             "ratio_to_memcpy": ratio,
             "fill_ns": fill.median,
-            "ratio_to_fill": if fill.median > 0.0 { jit.median / fill.median } else { 0.0 },
+            "ratio_to_fill": fill_ratio,
         });
         println!("{out}");
         return Ok(());
@@ -205,13 +191,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     );
     println!("jit / memcpy  {ratio:.2}");
     println!(
-        "fill          median {} (output-sized, byte {FILL_BYTE:#x}); jit / fill {:.2}",
-        human_time(ns(fill.median)),
-        if fill.median > 0.0 {
-            jit.median / fill.median
-        } else {
-            0.0
-        }
+        "fill          median {} (output-sized, byte {FILL_BYTE:#x}); jit / fill {fill_ratio:.2}",
+        human_time(ns(fill.median))
     );
     if threads_used < threads {
         eprintln!(

@@ -5,7 +5,7 @@ use gather_jit::{DType, Flavor, IndexType, Signature};
 
 use crate::failure::Result;
 use crate::layer;
-use crate::random::{self, XorShift};
+use crate::random::XorShift;
 use crate::report::{self, Case};
 
 /// The four `<layer>` examples of the seed specs (GatherND-8 x3, Gather-1), verbatim.
@@ -50,14 +50,7 @@ pub fn main(args: &DemoArgs) -> Result<()> {
 /// ONNX Gather of token ids into a [30522, 768] f32 table (BERT-base's vocabulary).
 fn embedding_lookup(rng: &mut XorShift) -> Result<Case> {
     let signature = Signature::gather(&[30522, 768], &[8, 128], 0, 0);
-    let validated = signature.validate()?;
-    Ok(Case {
-        label: "embedding lookup".to_string(),
-        data: random::bytes(30522 * 768 * 4, rng),
-        indices: random::valid_indices(&validated, rng)?,
-        signature,
-        expected: None,
-    })
+    Case::random("embedding lookup".to_string(), signature, rng)
 }
 
 fn i32_bytes(values: &[i32]) -> Vec<u8> {

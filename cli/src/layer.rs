@@ -16,12 +16,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use gather_jit::{DType, Flavor, IndexType, Op, Signature};
+use gather_jit::{DType, Flavor, IndexType, Op, Options, Signature};
 use roxmltree::{Document, Node, ParsingOptions};
 
 use crate::failure::{Failure, Result};
 use crate::opargs::{dtype_parser, index_type_parser};
-use crate::random::{self, XorShift};
+use crate::random::XorShift;
 use crate::report::{self, Case, shape_text};
 
 /// Check and run the gather layers of an OpenVINO IR XML file.
@@ -99,18 +99,7 @@ impl LayerSpec {
     /// # Errors
     /// An invalid signature, or no valid index (an empty indexed dim).
     pub fn random_case(&self, rng: &mut XorShift) -> Result<Case> {
-        let validated = self
-            .signature
-            .validate()
-            .map_err(|e| Failure::from(e).context(&self.label))?;
-        let data_len = validated.data_len() * self.signature.dtype.size();
-        Ok(Case {
-            label: self.label.clone(),
-            signature: self.signature.clone(),
-            data: random::bytes(data_len, rng),
-            indices: random::valid_indices(&validated, rng).map_err(|e| e.context(&self.label))?,
-            expected: None,
-        })
+        Case::random(self.label.clone(), self.signature.clone(), rng)
     }
 
     /// Validates the signature and compares the declared output dims with the inferred ones.
@@ -452,7 +441,8 @@ fn read_layer(
             })
             .transpose()
     };
-    let flavor = flavor_of(kind, version, attr("batch_dims")?.is_some(), notes)?;
+    let batch_dims = attr("batch_dims")?;
+    let flavor = flavor_of(kind, version, batch_dims.is_some(), notes)?;
     let inputs = ports(node, "input");
     if inputs.len() < 2 {
         return Err(Failure::usage(format!(
@@ -470,7 +460,7 @@ fn read_layer(
             };
             Op::Gather {
                 axis,
-                batch_dims: attr("batch_dims")?.unwrap_or(0),
+                batch_dims: batch_dims.unwrap_or(0),
             }
         }
         "GatherElements" => Op::GatherElements {
@@ -478,13 +468,10 @@ fn read_layer(
                 .ok_or_else(|| Failure::usage("GatherElements needs <data axis=\"...\"/>"))?,
         },
         _ => Op::GatherNd {
-            batch_dims: attr("batch_dims")?.unwrap_or(0),
+            batch_dims: batch_dims.unwrap_or(0),
         },
     };
-    let dtype = match precision(inputs[0])? {
-        Some(dtype) => dtype,
-        None => defaults.dtype,
-    };
+    let dtype = precision(inputs[0])?.unwrap_or(defaults.dtype);
     let index_type = match precision(inputs[1])? {
         Some(t) => IndexType::from_name(t.name()).ok_or_else(|| {
             Failure::usage(format!(
@@ -497,10 +484,13 @@ fn read_layer(
         Some(port) => Some(port_dims(*port)?),
         None => None,
     };
-    let signature = Signature::new(op, &data_shape, &indices_shape)
-        .with_flavor(flavor)
-        .with_dtype(dtype)
-        .with_index_type(index_type);
+    let options = Options {
+        flavor,
+        dtype,
+        index_type,
+        policy: None,
+    };
+    let signature = options.signature(op, &data_shape, &indices_shape);
     Ok((versioned_name(flavor).to_string(), signature, declared))
 }
 

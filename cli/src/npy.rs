@@ -21,30 +21,12 @@ pub struct ElementType {
 impl ElementType {
     /// The IR element type, if the IR has one.
     pub fn dtype(self) -> Option<DType> {
-        Some(match (self.kind, self.size) {
-            (b'f', 2) => DType::F16,
-            (b'V', 2) => DType::Bf16,
-            (b'f', 4) => DType::F32,
-            (b'f', 8) => DType::F64,
-            (b'i', 1) => DType::I8,
-            (b'u', 1) => DType::U8,
-            (b'i', 2) => DType::I16,
-            (b'u', 2) => DType::U16,
-            (b'i', 4) => DType::I32,
-            (b'u', 4) => DType::U32,
-            (b'i', 8) => DType::I64,
-            (b'u', 8) => DType::U64,
-            (b'b', 1) => DType::Bool,
-            _ => return None,
-        })
+        DType::ALL.into_iter().find(|&d| ElementType::of(d) == self)
     }
 
     /// The IR index type, if this is an integer type.
     pub fn index_type(self) -> Option<IndexType> {
-        match self.kind {
-            b'i' | b'u' => IndexType::from_name(self.dtype()?.name()),
-            _ => None,
-        }
+        IndexType::from_name(self.dtype()?.name())
     }
 
     /// The `.npy` element type of an IR element type.

@@ -5,7 +5,7 @@ use std::fmt;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use gather_jit::{DType, Flavor, IndexType, NegativeIndices, Op, OutOfRange, Signature};
+use gather_jit::{DType, Flavor, IndexType, NegativeIndices, Op, Options, OutOfRange, Signature};
 
 use crate::failure::{Failure, Result};
 
@@ -143,10 +143,13 @@ impl OpArgs {
         dtype: DType,
         index_type: IndexType,
     ) -> Result<Signature> {
-        let mut sig = Signature::new(self.op()?, data_shape, indices_shape)
-            .with_flavor(self.flavor)
-            .with_dtype(dtype)
-            .with_index_type(index_type);
+        let options = Options {
+            flavor: self.flavor,
+            dtype,
+            index_type,
+            policy: None,
+        };
+        let mut sig = options.signature(self.op()?, data_shape, indices_shape);
         if let Some(negative) = self.negative {
             sig = sig.with_negative(match negative {
                 Negative::Wrap => NegativeIndices::Wrap,

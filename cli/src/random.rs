@@ -15,6 +15,18 @@ pub fn bytes(len: usize, rng: &mut XorShift) -> Vec<u8> {
     out
 }
 
+/// Random data bytes and valid indices for `validated`, drawn in that order from `rng`.
+///
+/// # Errors
+/// As [`valid_indices`].
+pub fn inputs(validated: &Validated, rng: &mut XorShift) -> Result<(Vec<u8>, Vec<u8>)> {
+    let data = bytes(
+        validated.data_len() * validated.signature().dtype.size(),
+        rng,
+    );
+    Ok((data, valid_indices(validated, rng)?))
+}
+
 /// Random indices that are all in range for `validated`: each is drawn from `0..s`, with `s` the
 /// data dim it indexes (and at most the index type's largest value + 1).
 ///
@@ -27,7 +39,7 @@ pub fn valid_indices(validated: &Validated, rng: &mut XorShift) -> Result<Vec<u8
     if needs_valid {
         let depth = sig.indices_shape.last().copied().unwrap_or(1);
         // Every data dim an index can select (GatherND: one per tuple coordinate).
-        for coordinate in 0..depth.max(1) {
+        for coordinate in 0..depth {
             let mut position = vec![0; sig.indices_shape.len()];
             if let Some(last) = position.last_mut() {
                 *last = coordinate;

@@ -4,10 +4,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use gather_jit::interp::interpret;
+use gather_jit::specialize::Plan;
 use gather_jit::{Kernel, Signature};
 use serde_json::{Value, json};
 
 use crate::failure::{Failure, Result};
+use crate::random::XorShift;
 
 /// Inputs for one row: a signature, its buffers, and optionally the output a spec prints.
 pub struct Case {
@@ -21,6 +23,27 @@ pub struct Case {
     pub indices: Vec<u8>,
     /// The output the spec prints, if any.
     pub expected: Option<Vec<u8>>,
+}
+
+impl Case {
+    /// `signature` on seeded random data and random valid indices, with no spec output.
+    ///
+    /// # Errors
+    /// An invalid signature, or no valid index (an empty indexed dim), naming the case.
+    pub fn random(label: String, signature: Signature, rng: &mut XorShift) -> Result<Case> {
+        let validated = signature
+            .validate()
+            .map_err(|e| Failure::from(e).context(&label))?;
+        let (data, indices) =
+            crate::random::inputs(&validated, rng).map_err(|e| e.context(&label))?;
+        Ok(Case {
+            label,
+            signature,
+            data,
+            indices,
+            expected: None,
+        })
+    }
 }
 
 /// Whether the JIT, the interpreter and the spec (when given) agree.
@@ -74,10 +97,8 @@ pub struct Row {
 
 /// Bytes a gather reads and writes: the output's size read from data, the indices read, and the
 /// output written. The denominator of every GB/s figure.
-pub fn bytes_moved(signature: &Signature, output_len: usize) -> u64 {
-    let output = (output_len * signature.dtype.size()) as u64;
-    let indices = signature.indices_shape.iter().product::<usize>() * signature.index_type.size();
-    2 * output + indices as u64
+pub fn bytes_moved(plan: &Plan) -> u64 {
+    2 * plan.output_bytes + plan.indices_bytes
 }
 
 /// How long the warm JIT calls of one row may take in all.
@@ -89,15 +110,13 @@ const TIMING_BUDGET: Duration = Duration::from_millis(50);
 /// The signature's validation error (exit 2), naming the case.
 pub fn run_case(case: &Case) -> Result<Row> {
     let sig = &case.signature;
-    let validated = sig
-        .validate()
-        .map_err(|e| Failure::from(e).context(&case.label))?;
     let kernel = Kernel::compile(sig).map_err(|e| Failure::from(e).context(&case.label))?;
+    let validated = kernel.validated();
 
     let mut output = vec![0u8; validated.output_len() * sig.dtype.size()];
     let jit_result = kernel.run_bytes(&case.data, &case.indices, &mut output);
     let started = Instant::now();
-    let interp_result = interpret(&validated, &case.data, &case.indices);
+    let interp_result = interpret(validated, &case.data, &case.indices);
     let interp = started.elapsed();
 
     let (agreement, detail) = match (&jit_result, &interp_result) {
@@ -142,7 +161,7 @@ pub fn run_case(case: &Case) -> Result<Row> {
         compile: kernel.compile_time(),
         jit,
         interp,
-        bytes_moved: bytes_moved(sig, validated.output_len()),
+        bytes_moved: bytes_moved(kernel.plan()),
         agreement,
         detail,
     })
@@ -155,7 +174,7 @@ fn outcome(result: std::result::Result<(), &gather_jit::Error>) -> String {
     }
 }
 
-fn first_difference(a: &[u8], b: &[u8]) -> usize {
+pub fn first_difference(a: &[u8], b: &[u8]) -> usize {
     a.iter()
         .zip(b)
         .position(|(x, y)| x != y)

@@ -92,12 +92,7 @@ fn check(validated: &Validated, data: &Array, indices: &Array, output: &[u8]) ->
     let expected = interpret(validated, &data.bytes, &indices.bytes)?;
     if expected != output {
         let size = validated.signature().dtype.size();
-        let at = expected
-            .iter()
-            .zip(output)
-            .position(|(a, b)| a != b)
-            .unwrap_or(0)
-            / size;
+        let at = crate::report::first_difference(&expected, output) / size;
         return Err(Failure::disagreement(format!(
             "JIT and interpreter differ at output element {at} ({})",
             validated.signature()

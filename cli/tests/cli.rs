@@ -219,29 +219,15 @@ fn run_out_of_range_index_names_position_and_value_and_writes_nothing() {
     let dir = dir_with_data();
     let indices = write_indices(&dir, "indices.npy", "<i8", &[2, 2], &[0, 0, 5, 0]);
     let out = path(&dir, "out.npy");
-    let line = usage_error(&[
-        "run",
-        "--op",
-        "gather-nd",
-        &path(&dir, "data.npy"),
-        &indices,
-        "-o",
-        &out,
-    ]);
+    let data = path(&dir, "data.npy");
+    let args = ["run", "--op", "gather-nd", &data, &indices, "-o", &out];
+    let line = usage_error(&args);
     assert!(line.contains("index 5 at position [1, 0]"), "{line}");
     assert!(!Path::new(&out).exists(), "no output file is created");
 
     // An existing output is left as it was.
     fs::write(&out, b"keep me").unwrap();
-    usage_error(&[
-        "run",
-        "--op",
-        "gather-nd",
-        &path(&dir, "data.npy"),
-        &indices,
-        "-o",
-        &out,
-    ]);
+    usage_error(&args);
     assert_eq!(fs::read(&out).unwrap(), b"keep me");
     assert_eq!(
         fs::read_dir(dir.path()).unwrap().count(),
