@@ -409,7 +409,11 @@ proptest! {
         negate in prop::collection::vec(any::<bool>(), 0..64),
     ) {
         // Generated non-negative (the policy said Invalid); now use the flavor's own policy.
-        let base = p.with_signature(p.signature.clone().with_flavor(p.signature.flavor));
+        let base = p.with_signature(
+            p.signature
+                .clone()
+                .with_policy(p.signature.flavor.default_policy()),
+        );
         let v = base.validated();
         let mut shifted = base.clone();
         let mut any_negated = false;

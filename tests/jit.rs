@@ -37,10 +37,9 @@ fn take_rows(data: &ArrayD<f32>, rows: &[i64]) -> Vec<f32> {
 fn run_accepts_non_contiguous_views() {
     let base = Array::from_shape_fn((6, 8), |(i, j)| (i * 10 + j) as f32).into_dyn();
     // Every other column, transposed: strides that are neither C nor F order over `base`.
-    let view = base.slice(s![.., ..;2]).reversed_axes();
-    let view = view.as_standard_layout().to_owned(); // the oracle's copy
-    let kernel = jit_gather(&[4, 6], &[3], 0, 0, &Options::default()).expect("kernel");
     let strided = base.slice(s![.., ..;2]).reversed_axes();
+    let view = strided.as_standard_layout().to_owned(); // the oracle's copy
+    let kernel = jit_gather(&[4, 6], &[3], 0, 0, &Options::default()).expect("kernel");
     assert!(!strided.is_standard_layout());
     let indices = array![3i64, 0, -1];
     let out = kernel.run(strided, indices.view()).expect("runs");

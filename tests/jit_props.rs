@@ -4,7 +4,7 @@
 use gather_jit::interp::interpret;
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, Options, OutOfRange,
-    Signature,
+    Signature, Validated,
 };
 use proptest::prelude::*;
 
@@ -101,10 +101,15 @@ fn index_value(choice: (u8, u64), size: usize) -> i128 {
     }
 }
 
+/// Whether a problem is small enough for a quick interpreter run.
+fn quick(validated: &Validated) -> bool {
+    validated.data_len() <= 200_000 && validated.output_len() <= 20_000
+}
+
 /// Fills data and indices for a signature that has already been built.
 fn fill(signature: Signature, choices: Vec<(u8, u64)>, seed: u8) -> Problem {
     let validated = signature.validate().expect("valid");
-    if validated.data_len() > 200_000 || validated.output_len() > 20_000 {
+    if !quick(&validated) {
         // Too large for a quick interpreter run: `small` drops it before anything is filled.
         return Problem {
             signature,
@@ -288,9 +293,7 @@ pub fn gather_nd_problem() -> impl Strategy<Value = Problem> {
 /// loops run whole groups).
 fn small(problem: &Problem) -> bool {
     problem.signature.validate().is_ok_and(|v| {
-        v.data_len() <= 200_000
-            && v.output_len() <= 20_000
-            && problem.indices.len() == v.indices_len() * problem.signature.index_type.size()
+        quick(&v) && problem.indices.len() == v.indices_len() * problem.signature.index_type.size()
     })
 }
 
