@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::error::Result;
 use crate::ir::Signature;
 use crate::kernel::Kernel;
+use crate::specialize::Tuning;
 
 type Slot = Arc<OnceLock<Result<Arc<Kernel>>>>;
 
@@ -142,7 +143,8 @@ impl KernelCache {
         let result = slot
             .get_or_init(|| {
                 self.compilations.fetch_add(1, Ordering::Relaxed);
-                let kernel = Kernel::compile_validated(validated, started).map(Arc::new);
+                let kernel =
+                    Kernel::compile_validated(validated, Tuning::default(), started).map(Arc::new);
                 if let Ok(kernel) = &kernel {
                     let nanos = kernel.compile_time().as_nanos().min(u64::MAX as u128) as u64;
                     self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);

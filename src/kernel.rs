@@ -8,9 +8,9 @@ use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 
 use crate::codegen::{self, JitCode};
 use crate::error::{Error, Result};
-use crate::ir::{DType, IndexType, Signature, Validated, unravel};
+use crate::ir::{DType, IndexType, OutOfRange, Signature, Validated, unravel};
 use crate::pool;
-use crate::specialize::Plan;
+use crate::specialize::{Plan, Tuning};
 
 /// Outputs of at least this many bytes are split across threads when the thread count is left
 /// to the kernel. Measured with spinning workers (`gather-jit bench --threads 1|2`, GatherElements
@@ -71,14 +71,27 @@ impl Kernel {
     /// Any validation error of [`Signature::validate`]; [`Error::Codegen`] if Cranelift rejects
     /// the generated code (a bug).
     pub fn compile(signature: &Signature) -> Result<Kernel> {
+        Kernel::compile_tuned(signature, Tuning::default())
+    }
+
+    /// As [`Kernel::compile`], with the specialisation choices `tuning` instead of the
+    /// defaults (results are the same; speed and [`Kernel::outer_extent`] may differ).
+    ///
+    /// # Errors
+    /// As [`Kernel::compile`].
+    pub fn compile_tuned(signature: &Signature, tuning: Tuning) -> Result<Kernel> {
         let started = Instant::now();
-        Kernel::compile_validated(signature.validate()?, started)
+        Kernel::compile_validated(signature.validate()?, tuning, started)
     }
 
     /// Specialises and compiles an already validated signature; `started` is when the compile
     /// began (its time is reported by [`Kernel::compile_time`]).
-    pub(crate) fn compile_validated(validated: Validated, started: Instant) -> Result<Kernel> {
-        let plan = Plan::new(&validated)?;
+    pub(crate) fn compile_validated(
+        validated: Validated,
+        tuning: Tuning,
+        started: Instant,
+    ) -> Result<Kernel> {
+        let plan = Plan::with_tuning(&validated, tuning)?;
         let code = JitCode::compile(&plan)?;
         Ok(Kernel {
             validated,
@@ -167,7 +180,8 @@ impl Kernel {
     /// Under `OutOfRange::Error` (and for an index into an empty dimension under `Clamp`):
     /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
     /// order of the indices. The output slices before it have been written; the rest of the
-    /// range's output is unchanged. An invalid `range` gives [`Error::BufferMismatch`] and
+    /// range's output is unchanged, except in a banded plan ([`Plan::band`]), which walks the
+    /// output band by band and may have written any part of the range's output. An invalid `range` gives [`Error::BufferMismatch`] and
     /// touches nothing.
     pub unsafe fn call_range(
         &self,
@@ -189,15 +203,39 @@ impl Kernel {
                 .call(data, indices, output, range.start, range.end)
         };
         result.map_err(|position| {
-            let size = self.signature().index_type.size();
-            // SAFETY: the kernel has just read this index, so these bytes are in `indices`.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(indices.add(position as usize * size), size) };
-            self.index_error(
-                position as usize,
-                self.signature().index_type.read(bytes, 0),
-            )
+            let index_type = self.signature().index_type;
+            // SAFETY: the contract makes the whole indices buffer readable.
+            let all =
+                unsafe { std::slice::from_raw_parts(indices, self.plan.indices_bytes as usize) };
+            let position = match self.plan.band {
+                // Bands visit indices column band by column band: find the first rejected
+                // index in row-major order, which is at or before `position`.
+                Some(_) => self.first_rejected_in_bands(all, range, position as usize),
+                None => position as usize,
+            };
+            self.index_error(position, index_type.read(all, position))
         })
+    }
+
+    /// The first index in row-major order that a banded kernel's `range` of bands rejects,
+    /// given that the one at `found` is rejected.
+    fn first_rejected_in_bands(&self, indices: &[u8], range: Range<u64>, found: usize) -> usize {
+        let [bands, rows, band] = self.plan.loops[..] else {
+            return found;
+        };
+        let policy = self.signature().policy;
+        let dim = self.plan.lookup.coordinates[0].dim_size as usize;
+        let columns = (bands.extent * band.extent) as usize;
+        let in_range = (range.start * band.extent) as usize..(range.end * band.extent) as usize;
+        let rejected = |position: usize| {
+            let raw = self.signature().index_type.read(indices, position);
+            policy.resolve(raw, dim).is_none() && policy.out_of_range != OutOfRange::Zero
+        };
+        (0..rows.extent as usize)
+            .flat_map(|row| in_range.clone().map(move |column| row * columns + column))
+            .take_while(|&position| position < found)
+            .find(|&position| rejected(position))
+            .unwrap_or(found)
     }
 
     /// The error for the index at element `position` of the indices, whose value is `value`.
@@ -229,7 +267,7 @@ impl Kernel {
     ///
     /// # Errors
     /// As [`Kernel::call`]: the first rejected index in row-major order of the indices (every
-    /// range stops at its own first bad index, and the earliest range's error is reported).
+    /// range stops at its own first bad index, and the first of their errors is reported).
     /// After an error, any part of the output may have been written.
     pub unsafe fn call_parallel(
         &self,
@@ -265,9 +303,19 @@ impl Kernel {
             };
             let _ = results[part].set(result);
         });
-        results
+        // The first bad index in row-major order: the earliest range's, except in a banded
+        // plan, whose ranges are column bands.
+        let errors = results
             .into_iter()
-            .try_for_each(|slot| slot.into_inner().unwrap_or(Ok(())))
+            .filter_map(|slot| slot.into_inner().and_then(Result::err));
+        let position = |error: &Error| match error {
+            Error::IndexOutOfRange { position, .. } => Some(position.clone()),
+            _ => None,
+        };
+        match errors.min_by_key(position) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     /// The number of threads `call_parallel(.., threads)` uses before capping by the extent.

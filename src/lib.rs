@@ -56,6 +56,7 @@ pub use ir::{
 };
 pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
 pub use pool::{DEFAULT_WORKER_SPIN, set_worker_spin, worker_spin};
+pub use specialize::Tuning;
 
 /// The parts of a signature besides the op and shapes; `Default` is ONNX rules, `f32` data,
 /// `i64` indices and the flavor's own index policy.

@@ -9,6 +9,11 @@
 //! in all three buffers are merged, so GatherND on data `[1000,256,10,15]` with indices
 //! `[25,125,3]` is one loop of 3125 lookups, each copying 60 bytes.
 //!
+//! GatherElements along the leading axis of a table too large for the cache (S7: `[1024,1024]`
+//! f32, axis 0) is *banded*: an outer loop walks bands of columns, and each band is first copied
+//! into a small scratch buffer, so every lookup of the band hits the L2 cache instead of
+//! pulling a fresh line from L3 (see [`Band`]).
+//!
 //! The plan is plain data, independent of Cranelift; checked arithmetic happens here, once, so
 //! the generated code can use the constants without overflow checks. Every stride is in bytes.
 
@@ -60,6 +65,53 @@ pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
 /// Slices of at least this many bytes may stream (smaller ones are inlined moves).
 pub const STREAMING_SLICE_BYTES: u64 = 512;
 
+/// A band of columns copied to a scratch buffer before the inner loops of each iteration of
+/// the outermost loop: `rows` rows of `row_bytes` bytes, `row_stride` bytes apart, starting at
+/// that iteration's data pointer. The inner loops then read the scratch buffer (its rows are
+/// `row_bytes` apart, which the coordinate's `data_stride` already says) instead of data.
+///
+/// Rows of a large table lie a multiple of 4 KiB apart, so a column band of the table itself
+/// maps into a few cache sets and is evicted as fast as the whole table would be; the packed
+/// copy does not. On S7 this took a call from about 1,000 to about 700 µs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Band {
+    /// Rows copied: the size of the indexed dimension.
+    pub rows: u64,
+    /// Bytes between rows in data.
+    pub row_stride: u64,
+    /// Bytes copied per row: the band's width.
+    pub row_bytes: u64,
+}
+
+/// Choices of the specialisation pass that change the loop order, never the result. The
+/// default is what measured best on the reference machine (see `docs/performance.md`);
+/// [`crate::Kernel::compile_tuned`] takes others, e.g. to test banding on small shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tuning {
+    /// Band GatherElements (see [`Band`]) when the indexed table (dim size times row stride)
+    /// has at least this many bytes; `u64::MAX` never bands.
+    pub band_min_table_bytes: u64,
+    /// Largest scratch buffer a band may use, in bytes (per thread).
+    pub band_scratch_bytes: u64,
+}
+
+impl Tuning {
+    /// Never band.
+    pub const NO_BANDS: Tuning = Tuning {
+        band_min_table_bytes: u64::MAX,
+        band_scratch_bytes: 0,
+    };
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            band_min_table_bytes: 2 << 20,
+            band_scratch_bytes: 256 << 10,
+        }
+    }
+}
+
 /// A loop nest with every shape and stride folded into constants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -68,6 +120,8 @@ pub struct Plan {
     pub loops: Vec<Loop>,
     /// What the innermost body does.
     pub lookup: Lookup,
+    /// The band copied to scratch per iteration of the outermost loop, if banded.
+    pub band: Option<Band>,
     /// Type of the indices.
     pub index_type: IndexType,
     /// How bad indices are handled.
@@ -81,12 +135,20 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Builds the plan for a validated signature.
+    /// Builds the plan for a validated signature with the default [`Tuning`].
     ///
     /// # Errors
     /// [`Error::SizeOverflow`] if a stride does not fit in 64 bits (validation already bounds
     /// every tensor by `isize::MAX` bytes, so this is a safety net).
     pub fn new(signature: &Validated) -> Result<Plan> {
+        Plan::with_tuning(signature, Tuning::default())
+    }
+
+    /// Builds the plan for a validated signature.
+    ///
+    /// # Errors
+    /// As [`Plan::new`].
+    pub fn with_tuning(signature: &Validated, tuning: Tuning) -> Result<Plan> {
         let sig = signature.signature();
         let element = sig.dtype.size() as u64;
         let index_size = sig.index_type.size() as u64;
@@ -166,7 +228,14 @@ impl Plan {
             }
         }
         let slice_bytes = slice_elements.checked_mul(element).ok_or_else(overflow)?;
-        let loops = build_loops(&dims, slice_bytes).ok_or_else(overflow)?;
+        let mut loops = build_loops(&dims, slice_bytes).ok_or_else(overflow)?;
+        let mut coordinates = coordinates;
+        let band = match signature.op() {
+            ResolvedOp::GatherElements { .. } => {
+                band(&mut loops, &mut coordinates[0], element, tuning)
+            }
+            _ => None,
+        };
         let output_bytes = (signature.output_len() as u64)
             .checked_mul(element)
             .ok_or_else(overflow)?;
@@ -175,9 +244,12 @@ impl Plan {
             lookup: Lookup {
                 coordinates,
                 slice_bytes,
-                streaming: slice_bytes >= STREAMING_SLICE_BYTES
+                // A banded plan writes every element inline.
+                streaming: band.is_none()
+                    && slice_bytes >= STREAMING_SLICE_BYTES
                     && output_bytes >= STREAMING_OUTPUT_BYTES,
             },
+            band,
             index_type: sig.index_type,
             policy: sig.policy,
             data_bytes: signature.data_len() as u64 * element,
@@ -190,6 +262,62 @@ impl Plan {
     pub fn lookups(&self) -> u64 {
         self.loops.iter().map(|l| l.extent).product()
     }
+}
+
+/// Bands an element gather when it pays (see [`Band`]): rewrites `loops` from `[rows of
+/// indices, columns]` to `[bands, rows of indices, columns of a band]` and points `coordinate`
+/// at the scratch rows. Applies only to a two-loop nest whose inner loop walks data, indices
+/// and output contiguously and whose outer loop is the indexed axis (data stride 0), with a
+/// table of at least `tuning.band_min_table_bytes`, at least half as many rows of indices as
+/// table rows (each band copy is then read often enough), and a band width that divides the
+/// columns into at least two bands of at least 64 bytes within the scratch budget.
+fn band(
+    loops: &mut Vec<Loop>,
+    coordinate: &mut Coordinate,
+    element: u64,
+    tuning: Tuning,
+) -> Option<Band> {
+    let &[rows_of_indices, columns] = &loops[..] else {
+        return None;
+    };
+    let contiguous = columns.data_stride == element
+        && columns.output_stride == element
+        && columns.indices_stride > 0;
+    let table_bytes = coordinate.dim_size.checked_mul(coordinate.data_stride)?;
+    if !contiguous
+        || rows_of_indices.data_stride != 0
+        || table_bytes < tuning.band_min_table_bytes
+        || rows_of_indices.extent.checked_mul(2)? < coordinate.dim_size
+    {
+        return None;
+    }
+    let max_band_bytes = tuning.band_scratch_bytes / coordinate.dim_size.max(1);
+    let width = (1..=columns.extent / 2)
+        .rev()
+        .find(|&w| columns.extent % w == 0 && w * element <= max_band_bytes)?;
+    if width * element < 64 {
+        return None;
+    }
+    let band = Band {
+        rows: coordinate.dim_size,
+        row_stride: coordinate.data_stride,
+        row_bytes: width * element,
+    };
+    *loops = vec![
+        Loop {
+            extent: columns.extent / width,
+            data_stride: width * element,
+            indices_stride: width * columns.indices_stride,
+            output_stride: width * element,
+        },
+        rows_of_indices,
+        Loop {
+            extent: width,
+            ..columns
+        },
+    ];
+    coordinate.data_stride = band.row_bytes;
+    Some(band)
 }
 
 /// Row-major byte strides of `shape` (zero dims count as one, as in the size check).
@@ -272,6 +400,14 @@ impl fmt::Display for Plan {
                 f,
                 "{:indent$}index {j}: at +{} bytes, dim size {}, data stride {} bytes",
                 "", c.index_offset, c.dim_size, c.data_stride
+            )?;
+        }
+        if let Some(band) = self.band {
+            writeln!(
+                f,
+                "  each iteration of loop 0 first copies {} rows of {} bytes ({} bytes apart) \
+                 to scratch, which the loops inside read as data",
+                band.rows, band.row_bytes, band.row_stride
             )?;
         }
         let how = if self.lookup.streaming {
@@ -392,5 +528,51 @@ mod tests {
     fn scalar_indices_give_one_lookup() {
         let p = plan(Signature::gather(&[7, 2], &[], 0, 0));
         assert_eq!(p.loops, vec![lp(1, 0, 0, 8)]);
+    }
+
+    #[test]
+    fn large_leading_axis_element_gathers_band_into_scratch() {
+        let s7 = Signature::gather_elements(&[1024, 1024], &[1024, 1024], 0);
+        let p = plan(s7.clone());
+        // 256 KiB of scratch over 1024 rows: bands of 64 f32 columns.
+        assert_eq!(
+            p.band,
+            Some(Band {
+                rows: 1024,
+                row_stride: 4096,
+                row_bytes: 256
+            })
+        );
+        assert_eq!(
+            p.loops,
+            vec![
+                lp(16, 256, 512, 256),
+                lp(1024, 0, 8192, 4096),
+                lp(64, 4, 8, 4)
+            ]
+        );
+        assert_eq!(p.lookup.coordinates[0].data_stride, 256);
+        assert_eq!(p.lookups(), 1024 * 1024);
+        let no_bands = Plan::with_tuning(&s7.validate().expect("valid"), Tuning::NO_BANDS);
+        assert_eq!(no_bands.expect("plan").band, None);
+    }
+
+    #[test]
+    fn element_gathers_band_only_when_it_pays() {
+        let bands = |data: &[usize], indices: &[usize], axis: i64| {
+            plan(Signature::gather_elements(data, indices, axis))
+                .band
+                .is_some()
+        };
+        // The table fits the cache.
+        assert!(!bands(&[256, 1024], &[256, 1024], 0));
+        // Too few index rows to pay for copying every table row.
+        assert!(!bands(&[1024, 1024], &[400, 1024], 0));
+        // Along the inner axis the lookups stay within a row.
+        assert!(!bands(&[64, 16384], &[64, 16384], 1));
+        // 1021 columns: no divisor gives bands of 64 bytes or more.
+        assert!(!bands(&[1024, 1021], &[1024, 1021], 0));
+        // Trailing dims merge into the columns.
+        assert!(bands(&[1024, 32, 32], &[1024, 32, 32], 0));
     }
 }

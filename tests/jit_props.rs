@@ -2,9 +2,10 @@
 //! errors included (same variant, same position, same value).
 
 use gather_jit::interp::interpret;
+use gather_jit::specialize::Plan;
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, Options, OutOfRange,
-    Signature, Validated,
+    Signature, Tuning, Validated,
 };
 use proptest::prelude::*;
 
@@ -19,12 +20,17 @@ pub struct Problem {
 impl Problem {
     /// Runs both paths and asserts they agree.
     pub fn check(&self) -> Result<(), TestCaseError> {
+        self.check_tuned(Tuning::default())
+    }
+
+    /// As [`Problem::check`], with the kernel specialised under `tuning`.
+    pub fn check_tuned(&self, tuning: Tuning) -> Result<(), TestCaseError> {
         let validated = self
             .signature
             .validate()
             .expect("strategy builds valid signatures");
         let expected = interpret(&validated, &self.data, &self.indices);
-        let kernel = Kernel::compile(&self.signature).expect("compiles");
+        let kernel = Kernel::compile_tuned(&self.signature, tuning).expect("compiles");
         let mut output = vec![0xA5u8; validated.output_len() * self.signature.dtype.size()];
         let actual = kernel
             .run_bytes(&self.data, &self.indices, &mut output)
@@ -262,6 +268,52 @@ pub fn gather_elements_problem() -> impl Strategy<Value = Problem> {
         })
 }
 
+/// GatherElements problems along axis 0 of data `[rows, columns, tail]` with about as many
+/// index rows as data rows, each with a tuning that bands tables of any size into a scratch
+/// buffer of a random budget (whether it bands is up to the plan; see `banded`).
+pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
+    let flavor = prop::sample::select(vec![
+        Flavor::Onnx,
+        Flavor::OpenvinoGatherElements6,
+        Flavor::TensorRt,
+    ]);
+    let scratch = prop::sample::select(vec![64u64, 200, 1024, 4096, 1 << 20]);
+    (
+        flavor,
+        1usize..=12,
+        2usize..=40,
+        1usize..=4,
+        any::<u8>(),
+        scratch,
+        common(),
+    )
+        .prop_map(|(flavor, rows, columns, tail, pick, scratch, common)| {
+            let index_rows = rows.div_ceil(2) + pick as usize % (rows / 2 + 3);
+            let index_columns = match flavor {
+                Flavor::OpenvinoGatherElements6 => columns,
+                _ => columns - pick as usize % columns.min(3),
+            };
+            let problem = finish(
+                Op::GatherElements { axis: 0 },
+                flavor,
+                &[rows, columns, tail],
+                &[index_rows, index_columns, tail],
+                common,
+            );
+            let tuning = Tuning {
+                band_min_table_bytes: 0,
+                band_scratch_bytes: scratch,
+            };
+            (problem, tuning)
+        })
+}
+
+/// Whether `problem` is banded under `tuning`.
+fn banded((problem, tuning): &(Problem, Tuning)) -> bool {
+    let validated = problem.signature.validate().expect("valid");
+    Plan::with_tuning(&validated, *tuning).is_ok_and(|plan| plan.band.is_some())
+}
+
 /// GatherND problems (ONNX, OpenVINO-5 and -8, TensorRT) with batch_dims.
 pub fn gather_nd_problem() -> impl Strategy<Value = Problem> {
     let flavor = prop::sample::select(vec![
@@ -310,6 +362,13 @@ proptest! {
         problem in gather_elements_problem().prop_filter("small", small)
     ) {
         problem.check()?;
+    }
+
+    #[test]
+    fn banded_gather_elements_jit_matches_interpreter(
+        (problem, tuning) in banded_problem().prop_filter("banded", banded)
+    ) {
+        problem.check_tuned(tuning)?;
     }
 
     #[test]

@@ -79,6 +79,11 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
                 "loops": loops,
                 "coordinates": coordinates,
                 "slice_bytes": plan.lookup.slice_bytes,
+                "band": plan.band.map(|band| serde_json::json!({
+                    "rows": band.rows,
+                    "row_stride": band.row_stride,
+                    "row_bytes": band.row_bytes,
+                })),
                 "lookups": plan.lookups(),
                 "data_bytes": plan.data_bytes,
                 "indices_bytes": plan.indices_bytes,

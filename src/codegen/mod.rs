@@ -7,7 +7,7 @@
 
 mod lower;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::Context;
@@ -81,6 +81,7 @@ impl JitCode {
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
         builder.symbol(PREFETCH_COPY, prefetch_copy as *const u8);
+        builder.symbol(BAND_COPY, band_copy as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
         let signature = lower::kernel_signature(isa.default_call_conv(), pointer_type);
@@ -88,7 +89,7 @@ impl JitCode {
         let id = module
             .declare_function("gather_kernel", Linkage::Export, &signature)
             .map_err(|e| codegen_err(&e))?;
-        let mut helper_ids = [None, None];
+        let mut helper_ids = [None, None, None];
         for (slot, import) in helper_ids
             .iter_mut()
             .zip(helper_imports(plan, isa, pointer_type))
@@ -104,11 +105,12 @@ impl JitCode {
             let (ctx, builder_context) = &mut *contexts.borrow_mut();
             ctx.clear();
             ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
-            let [stream_copy, prefetch_copy] =
+            let [stream_copy, prefetch_copy, band_copy] =
                 helper_ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)));
             let helpers = lower::Helpers {
                 stream_copy,
                 prefetch_copy,
+                band_copy,
             };
             let config = module.target_config();
             lower::lower(plan, &mut ctx.func, builder_context, config, helpers);
@@ -201,8 +203,8 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
     let mut user_name = 0;
-    let [stream_copy, prefetch_copy] =
-        helper_imports(plan, isa, config.pointer_type()).map(|import| {
+    let [stream_copy, prefetch_copy, band_copy] = helper_imports(plan, isa, config.pointer_type())
+        .map(|import| {
             let (_, signature) = import?;
             user_name += 1;
             let signature = func.import_signature(signature);
@@ -217,6 +219,7 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     let helpers = lower::Helpers {
         stream_copy,
         prefetch_copy,
+        band_copy,
     };
     let mut builder_context = FunctionBuilderContext::new();
     lower::lower(plan, &mut func, &mut builder_context, config, helpers);
@@ -227,14 +230,16 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
 const STREAM_COPY: &str = "gather_jit_stream_copy";
 /// The symbol under which [`prefetch_copy`] is linked into kernels.
 const PREFETCH_COPY: &str = "gather_jit_prefetch_copy";
+/// The symbol under which [`band_copy`] is linked into kernels.
+const BAND_COPY: &str = "gather_jit_band_copy";
 
 /// The Rust helpers the kernel for `plan` calls, as `(symbol, signature)`: [`stream_copy`],
-/// then [`prefetch_copy`] (the order of [`lower::Helpers`]).
+/// [`prefetch_copy`], then [`band_copy`] (the order of [`lower::Helpers`]).
 fn helper_imports(
     plan: &Plan,
     isa: &OwnedTargetIsa,
     pointer: cranelift_codegen::ir::Type,
-) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 2] {
+) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 3] {
     let call_conv = isa.default_call_conv();
     [
         plan.lookup
@@ -242,7 +247,56 @@ fn helper_imports(
             .then(|| (STREAM_COPY, lower::copy_signature(call_conv, pointer, 3))),
         lower::prefetches_next_slice(plan)
             .then(|| (PREFETCH_COPY, lower::copy_signature(call_conv, pointer, 4))),
+        plan.band
+            .is_some()
+            .then(|| (BAND_COPY, lower::band_copy_signature(call_conv, pointer))),
     ]
+}
+
+thread_local! {
+    /// Each thread's scratch buffer for [`band_copy`]: it only grows, up to the largest band
+    /// a kernel run on this thread has used (bounded by `Tuning::band_scratch_bytes`).
+    static BAND_SCRATCH: Cell<Vec<u128>> = const { Cell::new(Vec::new()) };
+}
+
+/// Copies `rows` rows of `row_bytes` bytes, `row_stride` bytes apart from `source` on, into
+/// this thread's scratch buffer, packed (`row_bytes` apart), and returns the buffer. Banded
+/// kernels call it once per band (see `specialize::Band`).
+///
+/// The buffer stays valid and unchanged until the next `band_copy` on the same thread; a
+/// kernel reads it only until its next band, and kernels do not nest.
+///
+/// # Safety
+/// `source + r * row_stride .. + row_bytes` is readable for every `r < rows`, and `rows *
+/// row_bytes` fits in `isize` (both hold for a plan's band: the rows lie inside data).
+unsafe extern "C" fn band_copy(
+    source: *const u8,
+    rows: u64,
+    row_stride: u64,
+    row_bytes: u64,
+) -> *const u8 {
+    let (rows, row_stride, row_bytes) = (rows as usize, row_stride as usize, row_bytes as usize);
+    // `take` and `set` instead of a borrow: nothing here can panic half-way.
+    let mut scratch = BAND_SCRATCH.take();
+    let words = (rows * row_bytes).div_ceil(16);
+    if scratch.len() < words {
+        scratch.resize(words, 0);
+    }
+    let dest = scratch.as_mut_ptr().cast::<u8>();
+    for row in 0..rows {
+        // SAFETY: the caller guarantees the source row; the destination row lies within the
+        // `rows * row_bytes` bytes just ensured; a fresh buffer never overlaps data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                source.add(row * row_stride),
+                dest.add(row * row_bytes),
+                row_bytes,
+            )
+        };
+    }
+    BAND_SCRATCH.set(scratch);
+    // The heap block does not move when the `Vec` is put back.
+    dest
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
@@ -327,6 +381,29 @@ mod tests {
                 unsafe { prefetch_copy(dest.as_mut_ptr(), source.as_ptr(), len, next) };
                 assert_eq!(dest, source[..len], "len {len}, next {next:?}");
             }
+        }
+    }
+
+    #[test]
+    fn band_copy_packs_rows_and_reuses_its_buffer() {
+        let source: Vec<u8> = (0..4096).map(|i| (i % 253) as u8).collect();
+        for (rows, row_stride, row_bytes) in [(0, 64, 16), (3, 100, 7), (16, 256, 64), (1, 0, 4096)]
+        {
+            // SAFETY: every row `r * row_stride .. + row_bytes` lies within `source`.
+            let scratch = unsafe { band_copy(source.as_ptr(), rows, row_stride, row_bytes) };
+            let (rows, row_stride, row_bytes) =
+                (rows as usize, row_stride as usize, row_bytes as usize);
+            // SAFETY: `band_copy` returns `rows * row_bytes` initialised bytes, unchanged until
+            // its next call on this thread.
+            let packed = unsafe { std::slice::from_raw_parts(scratch, rows * row_bytes) };
+            let expected: Vec<u8> = (0..rows)
+                .flat_map(|r| &source[r * row_stride..r * row_stride + row_bytes])
+                .copied()
+                .collect();
+            assert_eq!(
+                packed, expected,
+                "{rows} rows of {row_bytes}, {row_stride} apart"
+            );
         }
     }
 }
