@@ -1,5 +1,6 @@
 //! [`Kernel`]: a compiled gather, its raw-pointer entry point and the safe APIs over it.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -10,12 +11,49 @@ use crate::codegen::{self, JitCode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexType, OutOfRange, Signature, Validated, unravel};
 use crate::pool;
-use crate::specialize::{Plan, Tuning};
+use crate::specialize::{Band, Plan, Tuning};
 
 /// Outputs of at least this many bytes are split across threads when the thread count is left
 /// to the kernel. Measured with spinning workers (`gather-jit bench --threads 1|2`, GatherElements
 /// rows of 1024 f32): 2 threads gave 1.1-1.4x at 64 KiB, 1.8x at 128 KiB, 1.8-2x above.
 pub const PARALLEL_MIN_BYTES: u64 = 128 << 10;
+
+thread_local! {
+    /// Each thread's scratch buffer for banded kernels: it only grows, up to the largest band a
+    /// kernel run on this thread has used (at most `Tuning::band_scratch_bytes`).
+    static BAND_SCRATCH: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Copies `band.rows` rows of `band.row_bytes` bytes, `band.row_stride` bytes apart from
+/// `source` on, into `scratch`, packed (`row_bytes` apart), and returns where they start.
+///
+/// # Safety
+/// `source + r * row_stride .. + row_bytes` is readable for every `r < rows`, and `rows *
+/// row_bytes` fits in `isize` (both hold for a plan's band, whose rows lie inside data).
+unsafe fn pack_band(source: *const u8, band: Band, scratch: &mut Vec<u128>) -> *const u8 {
+    let (rows, row_stride, row_bytes) = (
+        band.rows as usize,
+        band.row_stride as usize,
+        band.row_bytes as usize,
+    );
+    let words = (rows * row_bytes).div_ceil(16);
+    if scratch.len() < words {
+        scratch.resize(words, 0);
+    }
+    let dest = scratch.as_mut_ptr().cast::<u8>();
+    for row in 0..rows {
+        // SAFETY: the caller guarantees the source row; the destination row lies within the
+        // `rows * row_bytes` bytes just ensured; `scratch` is ours, so they do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                source.add(row * row_stride),
+                dest.add(row * row_bytes),
+                row_bytes,
+            )
+        };
+    }
+    dest
+}
 
 /// A Rust type that can be the element type of `data` (the gathered values).
 pub trait Element: Copy + Default + 'static {
@@ -197,10 +235,14 @@ impl Kernel {
                 actual: format!("{}..{}", range.start, range.end),
             });
         }
-        // SAFETY: forwarded contract; the range was checked above.
-        let result = unsafe {
-            self.code
-                .call(data, indices, output, range.start, range.end)
+        let result = match self.plan.band {
+            // SAFETY: forwarded contract; the range was checked above.
+            Some(band) => unsafe { self.call_bands(band, data, indices, output, range.clone()) },
+            // SAFETY: forwarded contract; the range was checked above.
+            None => unsafe {
+                self.code
+                    .call(data, indices, output, range.start, range.end)
+            },
         };
         result.map_err(|position| {
             let index_type = self.signature().index_type;
@@ -215,6 +257,55 @@ impl Kernel {
             };
             self.index_error(position, index_type.read(all, position))
         })
+    }
+
+    /// Runs bands `range` of a banded plan: packs each band into this thread's scratch buffer,
+    /// then runs the code (the plan's inner loops) on it. Returns the element position of a
+    /// rejected index, like [`JitCode::call`].
+    ///
+    /// # Safety
+    /// As [`Kernel::call_range`], with `range` within the band loop's extent.
+    unsafe fn call_bands(
+        &self,
+        band: Band,
+        data: *const u8,
+        indices: *const u8,
+        output: *mut u8,
+        range: Range<u64>,
+    ) -> std::result::Result<(), u64> {
+        let [bands, rows, _] = self.plan.loops[..] else {
+            unreachable!("a banded plan has three loops")
+        };
+        let index_size = self.signature().index_type.size() as u64;
+        let run = |scratch: &mut Vec<u128>| {
+            for b in range.clone() {
+                // SAFETY (all three offsets): band `b < bands.extent` starts this far into each
+                // buffer (the plan's strides, which walk within the buffers).
+                let (source, indices, output) = unsafe {
+                    (
+                        data.add((b * bands.data_stride) as usize),
+                        indices.add((b * bands.indices_stride) as usize),
+                        output.add((b * bands.output_stride) as usize),
+                    )
+                };
+                // SAFETY: the band's rows lie inside data (see `specialize::band`).
+                let packed = unsafe { pack_band(source, band, scratch) };
+                // SAFETY: `packed` holds the band as the compiled inner loops read it (`rows`
+                // rows of `row_bytes`), and the indices and output pointers start at this band,
+                // so the code walks exactly this band's part of each buffer.
+                unsafe { self.code.call(packed, indices, output, 0, rows.extent) }
+                    .map_err(|position| position + b * bands.indices_stride / index_size)?;
+            }
+            Ok(())
+        };
+        // A thread-local buffer (no allocation per call); a fresh one if it is unavailable
+        // (during thread teardown).
+        let result =
+            BAND_SCRATCH.try_with(|cell| cell.try_borrow_mut().ok().map(|mut s| run(&mut s)));
+        match result {
+            Ok(Some(result)) => result,
+            _ => run(&mut Vec::new()),
+        }
     }
 
     /// The first index in row-major order that a banded kernel's `range` of bands rejects,
@@ -459,4 +550,38 @@ fn check_shape(what: &'static str, actual: &[usize], expected: &[usize]) -> Resu
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_band_packs_rows_and_reuses_its_buffer() {
+        let source: Vec<u8> = (0..4096).map(|i| (i % 253) as u8).collect();
+        let mut scratch = Vec::new();
+        for (rows, row_stride, row_bytes) in [(0, 64, 16), (3, 100, 7), (16, 256, 64), (1, 0, 4096)]
+        {
+            let band = Band {
+                rows,
+                row_stride,
+                row_bytes,
+            };
+            // SAFETY: every row `r * row_stride .. + row_bytes` lies within `source`.
+            let packed = unsafe { pack_band(source.as_ptr(), band, &mut scratch) };
+            let (rows, row_stride, row_bytes) =
+                (rows as usize, row_stride as usize, row_bytes as usize);
+            // SAFETY: `pack_band` wrote `rows * row_bytes` bytes at `packed`, inside `scratch`.
+            let packed = unsafe { std::slice::from_raw_parts(packed, rows * row_bytes) };
+            let expected: Vec<u8> = (0..rows)
+                .flat_map(|r| &source[r * row_stride..r * row_stride + row_bytes])
+                .copied()
+                .collect();
+            assert_eq!(
+                packed, expected,
+                "{rows} rows of {row_bytes}, {row_stride} apart"
+            );
+        }
+        assert_eq!(scratch.len(), 4096 / 16, "grown to the largest band only");
+    }
 }

@@ -1,10 +1,11 @@
 //! `gather-jit bench`: per-call times of one kernel beside a memcpy of the output's size.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::{Kernel, KernelCache};
+use gather_jit::{Kernel, KernelCache, Tuning};
 use serde_json::json;
 
 use crate::failure::Result;
@@ -40,6 +41,10 @@ pub struct BenchArgs {
     /// Print one JSON object (times in nanoseconds) and nothing else on stdout
     #[arg(long)]
     json: bool,
+    /// Compile without banding (Tuning::NO_BANDS), to compare a banded GatherElements with the
+    /// plain loop nest; the cache hit is still timed with the default tuning
+    #[arg(long)]
+    no_bands: bool,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -89,14 +94,23 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
+    let tuning = if args.no_bands {
+        Tuning::NO_BANDS
+    } else {
+        Tuning::default()
+    };
     let cache = KernelCache::new(16);
     let started = Instant::now();
-    let kernel = cache.get(&sig)?;
+    let kernel = if args.no_bands {
+        Arc::new(Kernel::compile_tuned(&sig, tuning)?)
+    } else {
+        cache.get(&sig)?
+    };
     let first_compile = started.elapsed();
     // A cold cache in a warm process: fresh compiles of the same signature (the first one
     // above also paid for building the ISA and Cranelift's per-thread state).
     let compile = measure_each(budget.min(Duration::from_millis(200)), 51, || {
-        black_box(Kernel::compile(black_box(&sig)).is_ok());
+        black_box(Kernel::compile_tuned(black_box(&sig), tuning).is_ok());
     });
     let cache_hit = measure(budget.min(Duration::from_millis(50)), || {
         black_box(cache.get(black_box(&sig)).is_ok());

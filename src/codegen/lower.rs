@@ -59,20 +59,6 @@ pub(crate) struct Helpers {
     pub(crate) stream_copy: Option<FuncRef>,
     /// [`super::prefetch_copy`], when [`prefetches_next_slice`].
     pub(crate) prefetch_copy: Option<FuncRef>,
-    /// [`super::band_copy`], when `plan.band` is set.
-    pub(crate) band_copy: Option<FuncRef>,
-}
-
-/// The CLIF signature of [`super::band_copy`]: `(source, rows, row_stride, row_bytes) ->
-/// scratch`.
-pub(crate) fn band_copy_signature(call_conv: CallConv, pointer: Type) -> Signature {
-    let mut sig = Signature::new(call_conv);
-    sig.params.push(AbiParam::new(pointer));
-    for _ in 0..3 {
-        sig.params.push(AbiParam::new(I64));
-    }
-    sig.returns.push(AbiParam::new(pointer));
-    sig
 }
 
 /// The CLIF signature every kernel has.
@@ -129,7 +115,6 @@ pub(crate) fn lower(
         prefetch_copy: helpers
             .prefetch_copy
             .filter(|_| prefetches_next_slice(plan)),
-        band_copy: helpers.band_copy.filter(|_| plan.band.is_some()),
     };
     let outer = plan.loops[0];
     let d0 = lowering.advance(&mut builder, data, start, outer.data_stride);
@@ -161,7 +146,6 @@ struct Lowering<'a> {
     reject: Block,
     stream_copy: Option<FuncRef>,
     prefetch_copy: Option<FuncRef>,
-    band_copy: Option<FuncRef>,
 }
 
 impl Lowering<'_> {
@@ -224,24 +208,11 @@ impl Lowering<'_> {
             let next = self.next_slice(b, depth, i, to, pointers);
             self.emit_lookup(b, pointers, next);
         } else {
-            let inner = match (depth, self.plan.band, self.band_copy) {
-                (0, Some(band), Some(band_copy)) => {
-                    let [rows, row_stride, row_bytes] =
-                        [band.rows, band.row_stride, band.row_bytes]
-                            .map(|v| b.ins().iconst(I64, v as i64));
-                    let call = b
-                        .ins()
-                        .call(band_copy, &[pointers[0], rows, row_stride, row_bytes]);
-                    let scratch = b.inst_results(call)[0];
-                    [scratch, pointers[1], pointers[2]]
-                }
-                _ => pointers,
-            };
             let zero = b.ins().iconst(I64, 0);
             let extent = b
                 .ins()
                 .iconst(I64, self.plan.loops[depth + 1].extent as i64);
-            self.emit_loop(b, depth + 1, zero, extent, inner);
+            self.emit_loop(b, depth + 1, zero, extent, pointers);
         }
         let next = b.ins().iadd_imm_s(i, 1);
         let [data, indices, output] = self.step(b, pointers, depth, 1);

@@ -7,7 +7,8 @@
 
 mod lower;
 
-use std::cell::{Cell, RefCell};
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::Context;
@@ -77,11 +78,11 @@ pub(crate) struct JitCode {
 impl JitCode {
     /// Compiles `plan` into a fresh module.
     pub(crate) fn compile(plan: &Plan) -> Result<JitCode> {
+        let plan = &*compiled_part(plan);
         let isa = isa()?;
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
         builder.symbol(PREFETCH_COPY, prefetch_copy as *const u8);
-        builder.symbol(BAND_COPY, band_copy as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
         let signature = lower::kernel_signature(isa.default_call_conv(), pointer_type);
@@ -89,7 +90,7 @@ impl JitCode {
         let id = module
             .declare_function("gather_kernel", Linkage::Export, &signature)
             .map_err(|e| codegen_err(&e))?;
-        let mut helper_ids = [None, None, None];
+        let mut helper_ids = [None, None];
         for (slot, import) in helper_ids
             .iter_mut()
             .zip(helper_imports(plan, isa, pointer_type))
@@ -105,12 +106,11 @@ impl JitCode {
             let (ctx, builder_context) = &mut *contexts.borrow_mut();
             ctx.clear();
             ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
-            let [stream_copy, prefetch_copy, band_copy] =
+            let [stream_copy, prefetch_copy] =
                 helper_ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)));
             let helpers = lower::Helpers {
                 stream_copy,
                 prefetch_copy,
-                band_copy,
             };
             let config = module.target_config();
             lower::lower(plan, &mut ctx.func, builder_context, config, helpers);
@@ -161,7 +161,8 @@ impl JitCode {
     ///
     /// # Safety
     /// The pointers must satisfy `Kernel::call_range`'s contract for the plan this code was
-    /// compiled from, and `start <= end <= plan.loops[0].extent`.
+    /// compiled from (for a banded plan: one band, see `compiled_part`), and `start <= end <=`
+    /// the extent of its outermost compiled loop.
     pub(crate) unsafe fn call(
         &self,
         data: *const u8,
@@ -198,13 +199,14 @@ impl Drop for JitCode {
 
 /// The CLIF text of the kernel for `plan` (before optimisation), for `explain`.
 pub fn clif_text(plan: &Plan) -> Result<String> {
+    let plan = &*compiled_part(plan);
     let isa = isa()?;
     let config = isa.frontend_config();
     let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
     let mut user_name = 0;
-    let [stream_copy, prefetch_copy, band_copy] = helper_imports(plan, isa, config.pointer_type())
-        .map(|import| {
+    let [stream_copy, prefetch_copy] =
+        helper_imports(plan, isa, config.pointer_type()).map(|import| {
             let (_, signature) = import?;
             user_name += 1;
             let signature = func.import_signature(signature);
@@ -219,27 +221,38 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     let helpers = lower::Helpers {
         stream_copy,
         prefetch_copy,
-        band_copy,
     };
     let mut builder_context = FunctionBuilderContext::new();
     lower::lower(plan, &mut func, &mut builder_context, config, helpers);
     Ok(func.display().to_string())
 }
 
+/// The part of `plan` that becomes native code: all of it, except that the band loop of a
+/// banded plan runs in Rust (`Kernel::call_range` packs each band, then calls the code on it),
+/// so the code is the two inner loops, reading the scratch buffer as its data.
+fn compiled_part(plan: &Plan) -> Cow<'_, Plan> {
+    match plan.band {
+        Some(_) => Cow::Owned(Plan {
+            loops: plan.loops[1..].to_vec(),
+            band: None,
+            ..plan.clone()
+        }),
+        None => Cow::Borrowed(plan),
+    }
+}
+
 /// The symbol under which [`stream_copy`] is linked into kernels.
 const STREAM_COPY: &str = "gather_jit_stream_copy";
 /// The symbol under which [`prefetch_copy`] is linked into kernels.
 const PREFETCH_COPY: &str = "gather_jit_prefetch_copy";
-/// The symbol under which [`band_copy`] is linked into kernels.
-const BAND_COPY: &str = "gather_jit_band_copy";
 
 /// The Rust helpers the kernel for `plan` calls, as `(symbol, signature)`: [`stream_copy`],
-/// [`prefetch_copy`], then [`band_copy`] (the order of [`lower::Helpers`]).
+/// then [`prefetch_copy`] (the order of [`lower::Helpers`]).
 fn helper_imports(
     plan: &Plan,
     isa: &OwnedTargetIsa,
     pointer: cranelift_codegen::ir::Type,
-) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 3] {
+) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 2] {
     let call_conv = isa.default_call_conv();
     [
         plan.lookup
@@ -247,56 +260,7 @@ fn helper_imports(
             .then(|| (STREAM_COPY, lower::copy_signature(call_conv, pointer, 3))),
         lower::prefetches_next_slice(plan)
             .then(|| (PREFETCH_COPY, lower::copy_signature(call_conv, pointer, 4))),
-        plan.band
-            .is_some()
-            .then(|| (BAND_COPY, lower::band_copy_signature(call_conv, pointer))),
     ]
-}
-
-thread_local! {
-    /// Each thread's scratch buffer for [`band_copy`]: it only grows, up to the largest band
-    /// a kernel run on this thread has used (bounded by `Tuning::band_scratch_bytes`).
-    static BAND_SCRATCH: Cell<Vec<u128>> = const { Cell::new(Vec::new()) };
-}
-
-/// Copies `rows` rows of `row_bytes` bytes, `row_stride` bytes apart from `source` on, into
-/// this thread's scratch buffer, packed (`row_bytes` apart), and returns the buffer. Banded
-/// kernels call it once per band (see `specialize::Band`).
-///
-/// The buffer stays valid and unchanged until the next `band_copy` on the same thread; a
-/// kernel reads it only until its next band, and kernels do not nest.
-///
-/// # Safety
-/// `source + r * row_stride .. + row_bytes` is readable for every `r < rows`, and `rows *
-/// row_bytes` fits in `isize` (both hold for a plan's band: the rows lie inside data).
-unsafe extern "C" fn band_copy(
-    source: *const u8,
-    rows: u64,
-    row_stride: u64,
-    row_bytes: u64,
-) -> *const u8 {
-    let (rows, row_stride, row_bytes) = (rows as usize, row_stride as usize, row_bytes as usize);
-    // `take` and `set` instead of a borrow: nothing here can panic half-way.
-    let mut scratch = BAND_SCRATCH.take();
-    let words = (rows * row_bytes).div_ceil(16);
-    if scratch.len() < words {
-        scratch.resize(words, 0);
-    }
-    let dest = scratch.as_mut_ptr().cast::<u8>();
-    for row in 0..rows {
-        // SAFETY: the caller guarantees the source row; the destination row lies within the
-        // `rows * row_bytes` bytes just ensured; a fresh buffer never overlaps data.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                source.add(row * row_stride),
-                dest.add(row * row_bytes),
-                row_bytes,
-            )
-        };
-    }
-    BAND_SCRATCH.set(scratch);
-    // The heap block does not move when the `Vec` is put back.
-    dest
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
@@ -381,29 +345,6 @@ mod tests {
                 unsafe { prefetch_copy(dest.as_mut_ptr(), source.as_ptr(), len, next) };
                 assert_eq!(dest, source[..len], "len {len}, next {next:?}");
             }
-        }
-    }
-
-    #[test]
-    fn band_copy_packs_rows_and_reuses_its_buffer() {
-        let source: Vec<u8> = (0..4096).map(|i| (i % 253) as u8).collect();
-        for (rows, row_stride, row_bytes) in [(0, 64, 16), (3, 100, 7), (16, 256, 64), (1, 0, 4096)]
-        {
-            // SAFETY: every row `r * row_stride .. + row_bytes` lies within `source`.
-            let scratch = unsafe { band_copy(source.as_ptr(), rows, row_stride, row_bytes) };
-            let (rows, row_stride, row_bytes) =
-                (rows as usize, row_stride as usize, row_bytes as usize);
-            // SAFETY: `band_copy` returns `rows * row_bytes` initialised bytes, unchanged until
-            // its next call on this thread.
-            let packed = unsafe { std::slice::from_raw_parts(scratch, rows * row_bytes) };
-            let expected: Vec<u8> = (0..rows)
-                .flat_map(|r| &source[r * row_stride..r * row_stride + row_bytes])
-                .copied()
-                .collect();
-            assert_eq!(
-                packed, expected,
-                "{rows} rows of {row_bytes}, {row_stride} apart"
-            );
         }
     }
 }
