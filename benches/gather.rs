@@ -1,5 +1,6 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
-//! cold compile, a cache hit, a warm JIT call (one thread and two), the interpreter, a memcpy of the output's size
+//! cold compile, a cache hit, a warm JIT call (one thread and two; for a banded GatherElements
+//! also without bands), the interpreter, a memcpy of the output's size
 //! and a fill of the output, with `Throughput::Bytes` of the output.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
@@ -12,7 +13,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gather_jit::interp::interpret;
 use gather_jit::workloads::{Workload, model_cases, performance_cases, random_inputs};
-use gather_jit::{Kernel, KernelCache};
+use gather_jit::{Kernel, KernelCache, Tuning};
 
 /// Interpreter runs are skipped above this many output elements (S4 has 48M: minutes).
 const INTERPRETER_LIMIT: usize = 4_000_000;
@@ -45,6 +46,17 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
                 .expect("valid indices")
         })
     });
+    if kernel.plan().band.is_some() {
+        // The same gather without banding (S7): what the bands gain.
+        let plain = Kernel::compile_tuned(sig, Tuning::NO_BANDS).expect("compiles");
+        group.bench_function("jit_no_bands", |b| {
+            b.iter(|| {
+                // SAFETY: as above.
+                unsafe { plain.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+                    .expect("valid indices")
+            })
+        });
+    }
     group.bench_function("jit_2_threads", |b| {
         b.iter(|| {
             // SAFETY: as above; `output` is not touched elsewhere during the call.

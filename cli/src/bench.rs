@@ -43,8 +43,11 @@ pub struct BenchArgs {
     json: bool,
     /// Compile without banding (Tuning::NO_BANDS), to compare a banded GatherElements with the
     /// plain loop nest; the cache hit is still timed with the default tuning
-    #[arg(long)]
+    #[arg(long, conflicts_with = "band_scratch_kib")]
     no_bands: bool,
+    /// Band with this scratch budget per thread instead of the default (Tuning::band_scratch_bytes)
+    #[arg(long, value_name = "KIB")]
+    band_scratch_kib: Option<u64>,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -94,14 +97,17 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
-    let tuning = if args.no_bands {
-        Tuning::NO_BANDS
-    } else {
-        Tuning::default()
+    let tuning = match (args.no_bands, args.band_scratch_kib) {
+        (true, _) => Tuning::NO_BANDS,
+        (false, Some(kib)) => Tuning {
+            band_scratch_bytes: kib.saturating_mul(1024),
+            ..Tuning::default()
+        },
+        (false, None) => Tuning::default(),
     };
     let cache = KernelCache::new(16);
     let started = Instant::now();
-    let kernel = if args.no_bands {
+    let kernel = if tuning != Tuning::default() {
         Arc::new(Kernel::compile_tuned(&sig, tuning)?)
     } else {
         cache.get(&sig)?
