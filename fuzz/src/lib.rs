@@ -17,6 +17,8 @@
 //! 6. After an index error the output holds the correct prefix and the caller's bytes after
 //!    it (the documented partial-write contract of `call_range`), for 2 and 3.
 //! 7. The plan does no more lookups than output elements or indices (no wasted walks).
+//! 9. Where the plan can be banded (`specialize::Band`), the banded kernel (forced by a
+//!    `Tuning`) agrees too, through `run_bytes`, split `call_range`s and `run_bytes_parallel`.
 //! 8. In fuzzing builds only (`cfg(fuzzing)`, set by cargo-fuzz): `Kernel::call` on buffers
 //!    that each end right before an inaccessible page, so that any read or write past the end
 //!    of an input or of the output crashes.
@@ -24,7 +26,7 @@
 use gather_jit::interp::interpret;
 use gather_jit::{
     DType, Element, Error, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, NegativeIndices,
-    Op, OutOfRange, Signature,
+    Op, OutOfRange, Signature, Tuning,
 };
 use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
 
@@ -414,6 +416,30 @@ impl Case {
         match typed_run(&kernel, &self.data, &self.indices, self.fortran) {
             Ok(output) => self.compare("run", &expected, Ok(()), Some(&output)),
             Err(e) => self.compare("run", &expected, Err(e), None),
+        }
+
+        // The same signature banded (a GatherElements gathered band of columns by band, which
+        // by default only a table of megabytes is), if its plan allows bands at all.
+        let tuning = Tuning {
+            band_min_table_bytes: 0,
+            band_scratch_bytes: 64 + u64::from(self.split) * 37,
+        };
+        let banded = Kernel::compile_tuned(sig, tuning)
+            .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
+        if banded.plan().band.is_some() {
+            // A banded kernel writes band by band: after an error any part of the output may
+            // have been written, so only the error is compared then.
+            let mut output = vec![SENTINEL; output_len];
+            let actual = banded.run_bytes(&self.data, &self.indices, &mut output);
+            let written = actual.is_ok().then_some(&output[..]);
+            self.compare("run_bytes (banded)", &expected, actual, written);
+            let (actual, output) = self.call_split(&banded, output_len);
+            let written = actual.is_ok().then_some(&output[..]);
+            self.compare("call_range (banded)", &expected, actual, written);
+            let mut output = vec![SENTINEL; output_len];
+            let actual = banded.run_bytes_parallel(&self.data, &self.indices, &mut output, threads);
+            let written = actual.is_ok().then_some(&output[..]);
+            self.compare("run_bytes_parallel (banded)", &expected, actual, written);
         }
     }
 
