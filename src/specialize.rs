@@ -264,6 +264,9 @@ impl Plan {
     }
 }
 
+/// The widest band row: wider ones gain nothing (the budget is for many rows).
+pub const MAX_BAND_ROW_BYTES: u64 = 16 << 10;
+
 /// Bands an element gather when it pays (see [`Band`]): rewrites `loops` from `[rows of
 /// indices, columns]` to `[bands, rows of indices, columns of a band]` and points `coordinate`
 /// at the scratch rows. Applies only to a two-loop nest whose inner loop walks data, indices
@@ -291,10 +294,14 @@ fn band(
     {
         return None;
     }
-    let max_band_bytes = tuning.band_scratch_bytes / coordinate.dim_size.max(1);
-    let width = (1..=columns.extent / 2)
+    // The widest band that fits the budget and divides the columns; at most
+    // `MAX_BAND_ROW_BYTES / element` candidates are tried, whatever the shape (a fuzzed
+    // signature with 37e9 columns once made this search take 30 s).
+    let max_band_bytes =
+        (tuning.band_scratch_bytes / coordinate.dim_size.max(1)).min(MAX_BAND_ROW_BYTES);
+    let width = (1..=(columns.extent / 2).min(max_band_bytes / element))
         .rev()
-        .find(|&w| columns.extent % w == 0 && w * element <= max_band_bytes)?;
+        .find(|&w| columns.extent % w == 0)?;
     if width * element < 64 {
         return None;
     }
@@ -307,7 +314,7 @@ fn band(
         Loop {
             extent: columns.extent / width,
             data_stride: width * element,
-            indices_stride: width * columns.indices_stride,
+            indices_stride: width.checked_mul(columns.indices_stride)?,
             output_stride: width * element,
         },
         rows_of_indices,
@@ -426,7 +433,7 @@ impl fmt::Display for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Flavor, Signature};
+    use crate::ir::{DType, Flavor, Signature};
 
     fn plan(sig: Signature) -> Plan {
         Plan::new(&sig.validate().expect("valid")).expect("plan")
@@ -574,5 +581,22 @@ mod tests {
         assert!(!bands(&[1024, 1021], &[1024, 1021], 0));
         // Trailing dims merge into the columns.
         assert!(bands(&[1024, 32, 32], &[1024, 32, 32], 0));
+    }
+
+    #[test]
+    fn band_width_is_capped_whatever_the_columns() {
+        // From the fuzzer: 130^5 columns. The band is the widest divisor within the cap (and
+        // the search for it tries at most the cap's number of widths).
+        let huge = Signature::gather_elements(&[130; 6], &[130; 6], 0).with_dtype(DType::F16);
+        let budget = Tuning {
+            band_min_table_bytes: 0,
+            band_scratch_bytes: u64::MAX,
+        };
+        let p = Plan::with_tuning(&huge.validate().expect("valid"), budget).expect("plan");
+        let band = p.band.expect("bands");
+        assert!(band.row_bytes <= MAX_BAND_ROW_BYTES);
+        assert_eq!(130u64.pow(5) % (band.row_bytes / 2), 0);
+        // 8125 = 5^4 * 13 is the largest divisor of 130^5 = 2^5 * 5^5 * 13^5 up to 8192.
+        assert_eq!(band.row_bytes, 2 * 8125);
     }
 }
