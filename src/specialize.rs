@@ -93,6 +93,11 @@ pub struct Tuning {
     pub band_min_table_bytes: u64,
     /// Largest scratch buffer a band may use, in bytes (per thread).
     pub band_scratch_bytes: u64,
+    /// Narrowest band row worth packing, in bytes.
+    pub band_min_row_bytes: u64,
+    /// Most table rows worth packing: every band walks one row of indices and of output per
+    /// table row, each on its own page, so many rows cost more TLB misses than bands save.
+    pub band_max_rows: u64,
 }
 
 impl Tuning {
@@ -100,14 +105,31 @@ impl Tuning {
     pub const NO_BANDS: Tuning = Tuning {
         band_min_table_bytes: u64::MAX,
         band_scratch_bytes: 0,
+        band_min_row_bytes: u64::MAX,
+        band_max_rows: 0,
     };
+
+    /// Band every element gather whose loop nest allows it, within `scratch_bytes` of scratch
+    /// (for tests: small tables then take the banded path too).
+    pub const fn bands_always(scratch_bytes: u64) -> Tuning {
+        Tuning {
+            band_min_table_bytes: 0,
+            band_scratch_bytes: scratch_bytes,
+            band_min_row_bytes: 1,
+            band_max_rows: u64::MAX,
+        }
+    }
 }
 
 impl Default for Tuning {
+    /// Measured with `gather-jit bench --op gather-elements --axis 0 [--no-bands |
+    /// --band-scratch-kib N]` on square-ish tables (see `docs/performance.md`).
     fn default() -> Tuning {
         Tuning {
             band_min_table_bytes: 2 << 20,
-            band_scratch_bytes: 256 << 10,
+            band_scratch_bytes: 512 << 10,
+            band_min_row_bytes: 256,
+            band_max_rows: 1024,
         }
     }
 }
@@ -271,9 +293,10 @@ pub const MAX_BAND_ROW_BYTES: u64 = 16 << 10;
 /// indices, columns]` to `[bands, rows of indices, columns of a band]` and points `coordinate`
 /// at the scratch rows. Applies only to a two-loop nest whose inner loop walks data, indices
 /// and output contiguously and whose outer loop is the indexed axis (data stride 0), with a
-/// table of at least `tuning.band_min_table_bytes`, at least half as many rows of indices as
-/// table rows (each band copy is then read often enough), and a band width that divides the
-/// columns into at least two bands of at least 64 bytes within the scratch budget.
+/// table of at least `tuning.band_min_table_bytes` and at most `tuning.band_max_rows` rows, at
+/// least half as many rows of indices as table rows (each band copy is then read often
+/// enough), and a band width that divides the columns into at least two bands of at least
+/// `tuning.band_min_row_bytes` within the scratch budget.
 fn band(
     loops: &mut Vec<Loop>,
     coordinate: &mut Coordinate,
@@ -290,6 +313,7 @@ fn band(
     if !contiguous
         || rows_of_indices.data_stride != 0
         || table_bytes < tuning.band_min_table_bytes
+        || coordinate.dim_size > tuning.band_max_rows
         || rows_of_indices.extent.checked_mul(2)? < coordinate.dim_size
     {
         return None;
@@ -302,7 +326,7 @@ fn band(
     let width = (1..=(columns.extent / 2).min(max_band_bytes / element))
         .rev()
         .find(|&w| columns.extent % w == 0)?;
-    if width * element < 64 {
+    if width * element < tuning.band_min_row_bytes {
         return None;
     }
     let band = Band {
@@ -541,24 +565,24 @@ mod tests {
     fn large_leading_axis_element_gathers_band_into_scratch() {
         let s7 = Signature::gather_elements(&[1024, 1024], &[1024, 1024], 0);
         let p = plan(s7.clone());
-        // 256 KiB of scratch over 1024 rows: bands of 64 f32 columns.
+        // 512 KiB of scratch over 1024 rows: bands of 128 f32 columns.
         assert_eq!(
             p.band,
             Some(Band {
                 rows: 1024,
                 row_stride: 4096,
-                row_bytes: 256
+                row_bytes: 512
             })
         );
         assert_eq!(
             p.loops,
             vec![
-                lp(16, 256, 512, 256),
+                lp(8, 512, 1024, 512),
                 lp(1024, 0, 8192, 4096),
-                lp(64, 4, 8, 4)
+                lp(128, 4, 8, 4)
             ]
         );
-        assert_eq!(p.lookup.coordinates[0].data_stride, 256);
+        assert_eq!(p.lookup.coordinates[0].data_stride, 512);
         assert_eq!(p.lookups(), 1024 * 1024);
         let no_bands = Plan::with_tuning(&s7.validate().expect("valid"), Tuning::NO_BANDS);
         assert_eq!(no_bands.expect("plan").band, None);
@@ -577,8 +601,12 @@ mod tests {
         assert!(!bands(&[1024, 1024], &[400, 1024], 0));
         // Along the inner axis the lookups stay within a row.
         assert!(!bands(&[64, 16384], &[64, 16384], 1));
-        // 1021 columns: no divisor gives bands of 64 bytes or more.
+        // 1021 columns: no divisor gives bands of 256 bytes or more.
         assert!(!bands(&[1024, 1021], &[1024, 1021], 0));
+        // 2048 rows: each band would walk 2048 pages of indices (measured slower).
+        assert!(!bands(&[2048, 512], &[2048, 512], 0));
+        // 1024 rows of 4096 columns (16 MiB): bands of 128 columns.
+        assert!(bands(&[1024, 4096], &[1024, 4096], 0));
         // Trailing dims merge into the columns.
         assert!(bands(&[1024, 32, 32], &[1024, 32, 32], 0));
     }
@@ -588,10 +616,7 @@ mod tests {
         // From the fuzzer: 130^5 columns. The band is the widest divisor within the cap (and
         // the search for it tries at most the cap's number of widths).
         let huge = Signature::gather_elements(&[130; 6], &[130; 6], 0).with_dtype(DType::F16);
-        let budget = Tuning {
-            band_min_table_bytes: 0,
-            band_scratch_bytes: u64::MAX,
-        };
+        let budget = Tuning::bands_always(u64::MAX);
         let p = Plan::with_tuning(&huge.validate().expect("valid"), budget).expect("plan");
         let band = p.band.expect("bands");
         assert!(band.row_bytes <= MAX_BAND_ROW_BYTES);

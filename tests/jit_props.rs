@@ -300,10 +300,7 @@ pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
                 &[index_rows, index_columns, tail],
                 common,
             );
-            let tuning = Tuning {
-                band_min_table_bytes: 0,
-                band_scratch_bytes: scratch,
-            };
+            let tuning = Tuning::bands_always(scratch);
             (problem, tuning)
         })
 }

@@ -420,10 +420,7 @@ impl Case {
 
         // The same signature banded (a GatherElements gathered band of columns by band, which
         // by default only a table of megabytes is), if its plan allows bands at all.
-        let tuning = Tuning {
-            band_min_table_bytes: 0,
-            band_scratch_bytes: 64 + u64::from(self.split) * 37,
-        };
+        let tuning = Tuning::bands_always(64 + u64::from(self.split) * 37);
         let banded = Kernel::compile_tuned(sig, tuning)
             .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
         if banded.plan().band.is_some() {
