@@ -78,11 +78,13 @@ pub(crate) struct JitCode {
 impl JitCode {
     /// Compiles `plan` into a fresh module.
     pub(crate) fn compile(plan: &Plan) -> Result<JitCode> {
-        let plan = &*compiled_part(plan);
         let isa = isa()?;
+        let imports = helper_imports(plan, isa, isa.frontend_config().pointer_type());
+        let plan = &*compiled_part(plan);
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
         builder.symbol(PREFETCH_COPY, prefetch_copy as *const u8);
+        builder.symbol(PREFETCH_ROWS, prefetch_rows as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
         let signature = lower::kernel_signature(isa.default_call_conv(), pointer_type);
@@ -90,11 +92,8 @@ impl JitCode {
         let id = module
             .declare_function("gather_kernel", Linkage::Export, &signature)
             .map_err(|e| codegen_err(&e))?;
-        let mut helper_ids = [None, None];
-        for (slot, import) in helper_ids
-            .iter_mut()
-            .zip(helper_imports(plan, isa, pointer_type))
-        {
+        let mut helper_ids = [None, None, None];
+        for (slot, import) in helper_ids.iter_mut().zip(imports) {
             if let Some((name, sig)) = import {
                 let id = module
                     .declare_function(name, Linkage::Import, &sig)
@@ -106,11 +105,12 @@ impl JitCode {
             let (ctx, builder_context) = &mut *contexts.borrow_mut();
             ctx.clear();
             ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
-            let [stream_copy, prefetch_copy] =
+            let [stream_copy, prefetch_copy, prefetch_rows] =
                 helper_ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)));
             let helpers = lower::Helpers {
                 stream_copy,
                 prefetch_copy,
+                prefetch_rows,
             };
             let config = module.target_config();
             lower::lower(plan, &mut ctx.func, builder_context, config, helpers);
@@ -199,28 +199,29 @@ impl Drop for JitCode {
 
 /// The CLIF text of the kernel for `plan` (before optimisation), for `explain`.
 pub fn clif_text(plan: &Plan) -> Result<String> {
-    let plan = &*compiled_part(plan);
     let isa = isa()?;
     let config = isa.frontend_config();
+    let imports = helper_imports(plan, isa, config.pointer_type());
+    let plan = &*compiled_part(plan);
     let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
     let mut user_name = 0;
-    let [stream_copy, prefetch_copy] =
-        helper_imports(plan, isa, config.pointer_type()).map(|import| {
-            let (_, signature) = import?;
-            user_name += 1;
-            let signature = func.import_signature(signature);
-            let name = func.declare_imported_user_function(UserExternalName::new(0, user_name));
-            Some(func.import_function(ExtFuncData {
-                name: ExternalName::user(name),
-                signature,
-                colocated: false,
-                patchable: false,
-            }))
-        });
+    let [stream_copy, prefetch_copy, prefetch_rows] = imports.map(|import| {
+        let (_, signature) = import?;
+        user_name += 1;
+        let signature = func.import_signature(signature);
+        let name = func.declare_imported_user_function(UserExternalName::new(0, user_name));
+        Some(func.import_function(ExtFuncData {
+            name: ExternalName::user(name),
+            signature,
+            colocated: false,
+            patchable: false,
+        }))
+    });
     let helpers = lower::Helpers {
         stream_copy,
         prefetch_copy,
+        prefetch_rows,
     };
     let mut builder_context = FunctionBuilderContext::new();
     lower::lower(plan, &mut func, &mut builder_context, config, helpers);
@@ -245,14 +246,17 @@ fn compiled_part(plan: &Plan) -> Cow<'_, Plan> {
 const STREAM_COPY: &str = "gather_jit_stream_copy";
 /// The symbol under which [`prefetch_copy`] is linked into kernels.
 const PREFETCH_COPY: &str = "gather_jit_prefetch_copy";
+/// The symbol under which [`prefetch_rows`] is linked into kernels.
+const PREFETCH_ROWS: &str = "gather_jit_prefetch_rows";
 
-/// The Rust helpers the kernel for `plan` calls, as `(symbol, signature)`: [`stream_copy`],
-/// then [`prefetch_copy`] (the order of [`lower::Helpers`]).
+/// The Rust helpers the kernel for `plan` (the whole plan, before [`compiled_part`]) calls, as
+/// `(symbol, signature)`: [`stream_copy`], [`prefetch_copy`], then [`prefetch_rows`] (the
+/// order of [`lower::Helpers`]).
 fn helper_imports(
     plan: &Plan,
     isa: &OwnedTargetIsa,
     pointer: cranelift_codegen::ir::Type,
-) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 2] {
+) -> [Option<(&'static str, cranelift_codegen::ir::Signature)>; 3] {
     let call_conv = isa.default_call_conv();
     [
         plan.lookup
@@ -260,7 +264,39 @@ fn helper_imports(
             .then(|| (STREAM_COPY, lower::copy_signature(call_conv, pointer, 3))),
         lower::prefetches_next_slice(plan)
             .then(|| (PREFETCH_COPY, lower::copy_signature(call_conv, pointer, 4))),
+        plan.band
+            .is_some()
+            .then(|| (PREFETCH_ROWS, lower::copy_signature(call_conv, pointer, 4))),
     ]
+}
+
+/// Asks the CPU to bring `indices_bytes` from `indices` and `output_bytes` from `output` (for
+/// writing) into the cache. The rows loop of a band calls it for the row it walks
+/// [`lower::PREFETCH_ROWS_AHEAD`] rows later (see there).
+///
+/// The addresses may be anything: prefetches never fault.
+extern "C" fn prefetch_rows(
+    indices: *const u8,
+    indices_bytes: usize,
+    output: *const u8,
+    output_bytes: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+        for line in (0..indices_bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
+            // SAFETY: a prefetch is only a hint: it never faults, whatever the address
+            // (`wrapping_add` keeps the pointer arithmetic itself defined); SSE is part of
+            // x86-64.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(indices.wrapping_add(line).cast::<i8>()) };
+        }
+        for line in (0..output_bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
+            // SAFETY: as above; `ET0` is a prefetch for writing (`prefetchw`).
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(output.wrapping_add(line).cast::<i8>()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (indices, indices_bytes, output, output_bytes);
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
@@ -346,5 +382,19 @@ mod tests {
                 assert_eq!(dest, source[..len], "len {len}, next {next:?}");
             }
         }
+    }
+
+    #[test]
+    fn prefetch_rows_takes_any_address() {
+        let buffer = vec![7u8; 4096];
+        for address in [
+            std::ptr::null(),
+            usize::MAX as *const u8,
+            buffer.as_ptr().wrapping_add(1 << 40),
+            buffer.as_ptr(),
+        ] {
+            prefetch_rows(address, 1 << 20, address, 4096);
+        }
+        assert!(buffer.iter().all(|&b| b == 7), "prefetching writes nothing");
     }
 }
