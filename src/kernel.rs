@@ -219,7 +219,10 @@ impl Kernel {
     /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
     /// order of the indices. The output slices before it have been written; the rest of the
     /// range's output is unchanged, except in a banded plan ([`Plan::band`]), which walks the
-    /// output band by band and may have written any part of the range's output. An invalid `range` gives [`Error::BufferMismatch`] and
+    /// output band by band and may have written any part of the range's output. A banded
+    /// plan's ranges are column bands, so a later range may hold an earlier bad index: a
+    /// caller that splits one gather into ranges reports the error with the smallest
+    /// `position` of all ranges (as [`Kernel::call_parallel`] does). An invalid `range` gives [`Error::BufferMismatch`] and
     /// touches nothing.
     pub unsafe fn call_range(
         &self,

@@ -139,3 +139,40 @@ fn gather_with_an_empty_slice_does_not_walk_the_leading_dims() {
 fn fuzz_empty_slice_walk_input_passes() {
     case::check(&EMPTY_SLICE_WALK_INPUT);
 }
+
+/// Fuzz finding (run 9, in the harness rather than the library): GatherElements along axis 0
+/// of u64 data `[1, 17]` with i16 indices `[7, 5]`, banded into 5 bands of one column. The
+/// harness splits a call into two `call_range`s and stopped at the first failing range; but a
+/// banded kernel's ranges are column bands, so the second range held a bad index at `[0, 1]`,
+/// before the first range's `[3, 0]` in row-major order. `call_range` reports the first bad
+/// index of its own range (as documented); whoever splits a banded gather keeps the smallest
+/// position over all ranges, as `call_parallel` does and the harness now does.
+const BANDED_SPLIT_INPUT: [u8; 28] = [
+    0x0a, 0x27, 0x3f, 0x3f, 0x0a, 0x01, 0x22, 0x0e, 0xaa, 0x8b, 0x2e, 0xba, 0x17, 0x5d, 0x01, 0x21,
+    0x74, 0x01, 0xcc, 0x04, 0xb7, 0x2a, 0x5b, 0x7a, 0x60, 0x29, 0x60, 0x8e,
+];
+
+#[test]
+fn fuzz_decoder_reaches_the_banded_split_signature() {
+    let case = case::decode(&BANDED_SPLIT_INPUT);
+    let expected = gather_jit::Signature::gather_elements(&[1, 17], &[7, 5], -2)
+        .with_dtype(gather_jit::DType::U64)
+        .with_index_type(gather_jit::IndexType::I16);
+    assert_eq!(case.signature, expected);
+    let tuning = gather_jit::Tuning::bands_always(64 + u64::from(case.split) * 37);
+    let kernel = gather_jit::Kernel::compile_tuned(&case.signature, tuning).expect("valid");
+    assert_eq!(kernel.outer_extent(), 5, "five bands of one column");
+    assert!(
+        interpret(
+            &expected.validate().expect("valid"),
+            &case.data,
+            &case.indices
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn fuzz_banded_split_input_passes() {
+    case::check(&BANDED_SPLIT_INPUT);
+}

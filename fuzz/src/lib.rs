@@ -441,7 +441,9 @@ impl Case {
     }
 
     /// `call_range(0..split)` then `call_range(split..extent)` on buffers at odd addresses;
-    /// stops at the first error, as one call would.
+    /// stops at the first error, as one call would. A banded kernel's ranges are column bands,
+    /// so a later range may hold an earlier bad index: both run, and the error with the
+    /// smaller position is the call's (as in `Kernel::call_parallel`).
     fn call_split(&self, kernel: &Kernel, output_len: usize) -> (gather_jit::Result<()>, Vec<u8>) {
         let [d, i, o] = self.misalign;
         let (data, data_at) = placed(&self.data, d);
@@ -450,13 +452,14 @@ impl Case {
         let extent = kernel.outer_extent();
         let split = extent * u64::from(self.split) / 255;
         let output_ptr = output[output_at..].as_mut_ptr();
+        let banded = kernel.plan().band.is_some();
         let mut result = Ok(());
         for range in [0..split, split..extent] {
             // SAFETY: each buffer holds the signature's byte length from its offset (`data`
             // and `indices` are copies of slices `run_bytes` accepted, `output` has
             // `output_len` bytes); they are three distinct allocations; the ranges lie within
             // the outer extent and run one after the other on this thread.
-            result = unsafe {
+            let part = unsafe {
                 kernel.call_range(
                     data[data_at..].as_ptr(),
                     indices[indices_at..].as_ptr(),
@@ -464,7 +467,19 @@ impl Case {
                     range,
                 )
             };
-            if result.is_err() {
+            result = match (result, part) {
+                (
+                    Err(Error::IndexOutOfRange {
+                        position: first, ..
+                    }),
+                    Err(later),
+                ) if matches!(&later, Error::IndexOutOfRange { position, .. } if *position < first) => {
+                    Err(later)
+                }
+                (Err(first), _) => Err(first),
+                (Ok(()), part) => part,
+            };
+            if result.is_err() && !banded {
                 break;
             }
         }
