@@ -201,8 +201,9 @@ impl Kernel {
     }
 
     /// Runs iterations `range` of the outermost loop, for splitting one gather across threads
-    /// (disjoint ranges write disjoint parts of the output). No allocation, no check beyond
-    /// the indices themselves.
+    /// (disjoint ranges write disjoint parts of the output). No check beyond the indices
+    /// themselves, and no allocation except that a banded plan's scratch buffer (one per
+    /// thread) grows on the thread's first use.
     ///
     /// # Safety
     /// - `data` points to `data_len * dtype.size()` readable bytes holding the data tensor
@@ -218,11 +219,12 @@ impl Kernel {
     /// Under `OutOfRange::Error` (and for an index into an empty dimension under `Clamp`):
     /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
     /// order of the indices. The output slices before it have been written; the rest of the
-    /// range's output is unchanged, except in a banded plan ([`Plan::band`]), which walks the
-    /// output band by band and may have written any part of the range's output. A banded
-    /// plan's ranges are column bands, so a later range may hold an earlier bad index: a
-    /// caller that splits one gather into ranges reports the error with the smallest
-    /// `position` of all ranges (as [`Kernel::call_parallel`] does). An invalid `range` gives [`Error::BufferMismatch`] and
+    /// range's output is unchanged. A banded plan ([`Plan::band`]) differs: its ranges are
+    /// ranges of column bands, walked band by band, so after an error any part of the range's
+    /// output may have been written, and the error names the gather's first rejected index in
+    /// row-major order up to the one the range met, which may lie in another range. Either
+    /// way, running ranges in order and stopping at the first failing one reports the
+    /// gather's first bad index. An invalid `range` gives [`Error::BufferMismatch`] and
     /// touches nothing.
     pub unsafe fn call_range(
         &self,
@@ -253,9 +255,9 @@ impl Kernel {
             let all =
                 unsafe { std::slice::from_raw_parts(indices, self.plan.indices_bytes as usize) };
             let position = match self.plan.band {
-                // Bands visit indices column band by column band: find the first rejected
-                // index in row-major order, which is at or before `position`.
-                Some(_) => self.first_rejected_in_bands(all, range, position as usize),
+                // Bands visit indices column band by column band: find the gather's first
+                // rejected index in row-major order, which is at or before `position`.
+                Some(_) => self.first_rejected_before(all, position as usize),
                 None => position as usize,
             };
             self.index_error(position, index_type.read(all, position))
@@ -311,23 +313,17 @@ impl Kernel {
         }
     }
 
-    /// The first index in row-major order that a banded kernel's `range` of bands rejects,
-    /// given that the one at `found` is rejected.
-    fn first_rejected_in_bands(&self, indices: &[u8], range: Range<u64>, found: usize) -> usize {
-        let [bands, rows, band] = self.plan.loops[..] else {
-            return found;
-        };
+    /// The first index in row-major order of the whole gather that a banded kernel rejects,
+    /// given that the one at `found` is rejected (a range of bands meets its bad indices
+    /// column band by column band, and an earlier one may lie in another range).
+    fn first_rejected_before(&self, indices: &[u8], found: usize) -> usize {
         let policy = self.signature().policy;
         let dim = self.plan.lookup.coordinates[0].dim_size as usize;
-        let columns = (bands.extent * band.extent) as usize;
-        let in_range = (range.start * band.extent) as usize..(range.end * band.extent) as usize;
         let rejected = |position: usize| {
             let raw = self.signature().index_type.read(indices, position);
             policy.resolve(raw, dim).is_none() && policy.out_of_range != OutOfRange::Zero
         };
-        (0..rows.extent as usize)
-            .flat_map(|row| in_range.clone().map(move |column| row * columns + column))
-            .take_while(|&position| position < found)
+        (0..found)
             .find(|&position| rejected(position))
             .unwrap_or(found)
     }

@@ -109,8 +109,10 @@ impl Tuning {
         band_max_rows: 0,
     };
 
-    /// Band every element gather whose loop nest allows it, within `scratch_bytes` of scratch
-    /// (for tests: small tables then take the banded path too).
+    /// Band every element gather that the plan's own rules allow (two contiguous loops, a
+    /// non-empty table, at least half as many index rows as table rows, a band width that
+    /// divides the columns), within `scratch_bytes` of scratch (for tests: small tables then
+    /// take the banded path too).
     pub const fn bands_always(scratch_bytes: u64) -> Tuning {
         Tuning {
             band_min_table_bytes: 0,
@@ -254,7 +256,7 @@ impl Plan {
         let mut coordinates = coordinates;
         let band = match signature.op() {
             ResolvedOp::GatherElements { .. } => {
-                band(&mut loops, &mut coordinates[0], element, tuning)
+                band(&mut loops, &mut coordinates[0], element, index_size, tuning)
             }
             _ => None,
         };
@@ -301,19 +303,23 @@ fn band(
     loops: &mut Vec<Loop>,
     coordinate: &mut Coordinate,
     element: u64,
+    index_size: u64,
     tuning: Tuning,
 ) -> Option<Band> {
     let &[rows_of_indices, columns] = &loops[..] else {
         return None;
     };
+    // `Kernel::call_range` relies on this too: a band's indices start `width` indices on.
     let contiguous = columns.data_stride == element
         && columns.output_stride == element
-        && columns.indices_stride > 0;
+        && columns.indices_stride == index_size;
     let table_bytes = coordinate.dim_size.checked_mul(coordinate.data_stride)?;
     if !contiguous
         || rows_of_indices.data_stride != 0
         || table_bytes < tuning.band_min_table_bytes
         || coordinate.dim_size > tuning.band_max_rows
+        // An empty table has no band to pack (nor a data pointer to advance).
+        || coordinate.dim_size == 0
         || rows_of_indices.extent.checked_mul(2)? < coordinate.dim_size
     {
         return None;
@@ -603,6 +609,13 @@ mod tests {
         assert!(!bands(&[64, 16384], &[64, 16384], 1));
         // 1021 columns: no divisor gives bands of 256 bytes or more.
         assert!(!bands(&[1024, 1021], &[1024, 1021], 0));
+        // An empty table, even when everything else would band.
+        let empty = Signature::gather_elements(&[0, 8], &[4, 8], 0);
+        let always = Plan::with_tuning(
+            &empty.validate().expect("valid"),
+            Tuning::bands_always(1024),
+        );
+        assert_eq!(always.expect("plan").band, None);
         // 2048 rows: each band would walk 2048 pages of indices (measured slower).
         assert!(!bands(&[2048, 512], &[2048, 512], 0));
         // 1024 rows of 4096 columns (16 MiB): bands of 128 columns.

@@ -140,13 +140,13 @@ fn fuzz_empty_slice_walk_input_passes() {
     case::check(&EMPTY_SLICE_WALK_INPUT);
 }
 
-/// Fuzz finding (run 9, in the harness rather than the library): GatherElements along axis 0
-/// of u64 data `[1, 17]` with i16 indices `[7, 5]`, banded into 5 bands of one column. The
-/// harness splits a call into two `call_range`s and stopped at the first failing range; but a
-/// banded kernel's ranges are column bands, so the second range held a bad index at `[0, 1]`,
-/// before the first range's `[3, 0]` in row-major order. `call_range` reports the first bad
-/// index of its own range (as documented); whoever splits a banded gather keeps the smallest
-/// position over all ranges, as `call_parallel` does and the harness now does.
+/// Fuzz finding (run 9): GatherElements along axis 0 of u64 data `[1, 17]` with i16 indices
+/// `[7, 5]`, banded into 5 bands of one column. The harness splits a call into two
+/// `call_range`s and stops at the first failing range; a banded kernel's ranges are column
+/// bands, so the first range met the bad index `[3, 0]` while the gather's first, `[0, 1]`,
+/// lay in the second range, and `call_range` reported `[3, 0]`. A runtime splitting a gather
+/// this way would have got the wrong index too. Now a banded `call_range` that fails scans the
+/// indices before the one it met and names the gather's first bad index.
 const BANDED_SPLIT_INPUT: [u8; 28] = [
     0x0a, 0x27, 0x3f, 0x3f, 0x0a, 0x01, 0x22, 0x0e, 0xaa, 0x8b, 0x2e, 0xba, 0x17, 0x5d, 0x01, 0x21,
     0x74, 0x01, 0xcc, 0x04, 0xb7, 0x2a, 0x5b, 0x7a, 0x60, 0x29, 0x60, 0x8e,

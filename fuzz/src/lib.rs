@@ -18,7 +18,8 @@
 //!    it (the documented partial-write contract of `call_range`), for 2 and 3.
 //! 7. The plan does no more lookups than output elements or indices (no wasted walks).
 //! 9. Where the plan can be banded (`specialize::Band`), the banded kernel (forced by a
-//!    `Tuning`) agrees too, through `run_bytes`, split `call_range`s and `run_bytes_parallel`.
+//!    `Tuning`) agrees too, through `run_bytes`, split `call_range`s, `run_bytes_parallel` and
+//!    (in fuzzing builds) guard-page buffers.
 //! 8. In fuzzing builds only (`cfg(fuzzing)`, set by cargo-fuzz): `Kernel::call` on buffers
 //!    that each end right before an inaccessible page, so that any read or write past the end
 //!    of an input or of the output crashes.
@@ -437,13 +438,18 @@ impl Case {
             let actual = banded.run_bytes_parallel(&self.data, &self.indices, &mut output, threads);
             let written = actual.is_ok().then_some(&output[..]);
             self.compare("run_bytes_parallel (banded)", &expected, actual, written);
+            #[cfg(fuzzing)]
+            {
+                let (actual, output) = self.call_guarded(&banded, output_len);
+                let written = actual.is_ok().then_some(&output[..]);
+                self.compare("call (banded, guard pages)", &expected, actual, written);
+            }
         }
     }
 
     /// `call_range(0..split)` then `call_range(split..extent)` on buffers at odd addresses;
-    /// stops at the first error, as one call would. A banded kernel's ranges are column bands,
-    /// so a later range may hold an earlier bad index: both run, and the error with the
-    /// smaller position is the call's (as in `Kernel::call_parallel`).
+    /// stops at the first error, as one call would (for a banded kernel too, whose failing
+    /// range names the gather's first bad index even when it lies in a later band).
     fn call_split(&self, kernel: &Kernel, output_len: usize) -> (gather_jit::Result<()>, Vec<u8>) {
         let [d, i, o] = self.misalign;
         let (data, data_at) = placed(&self.data, d);
@@ -452,14 +458,13 @@ impl Case {
         let extent = kernel.outer_extent();
         let split = extent * u64::from(self.split) / 255;
         let output_ptr = output[output_at..].as_mut_ptr();
-        let banded = kernel.plan().band.is_some();
         let mut result = Ok(());
         for range in [0..split, split..extent] {
             // SAFETY: each buffer holds the signature's byte length from its offset (`data`
             // and `indices` are copies of slices `run_bytes` accepted, `output` has
             // `output_len` bytes); they are three distinct allocations; the ranges lie within
             // the outer extent and run one after the other on this thread.
-            let part = unsafe {
+            result = unsafe {
                 kernel.call_range(
                     data[data_at..].as_ptr(),
                     indices[indices_at..].as_ptr(),
@@ -467,19 +472,7 @@ impl Case {
                     range,
                 )
             };
-            result = match (result, part) {
-                (
-                    Err(Error::IndexOutOfRange {
-                        position: first, ..
-                    }),
-                    Err(later),
-                ) if matches!(&later, Error::IndexOutOfRange { position, .. } if *position < first) => {
-                    Err(later)
-                }
-                (Err(first), _) => Err(first),
-                (Ok(()), part) => part,
-            };
-            if result.is_err() && !banded {
+            if result.is_err() {
                 break;
             }
         }
