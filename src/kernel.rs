@@ -240,13 +240,51 @@ impl Kernel {
                 actual: format!("{}..{}", range.start, range.end),
             });
         }
+        // A banded plan's code runs rows of one band: `rows` cells per band.
+        let cells = self.cells_per_iteration();
+        // SAFETY: forwarded contract; the range was checked above, so the cells lie within
+        // `0..extent * cells`.
+        unsafe {
+            self.call_cells(
+                data,
+                indices,
+                output,
+                range.start * cells..range.end * cells,
+            )
+        }
+    }
+
+    /// How many cells (units of [`Kernel::call_cells`]) one iteration of the outer loop has:
+    /// one, or for a banded plan the rows of a band.
+    fn cells_per_iteration(&self) -> u64 {
+        match self.plan.band {
+            Some(_) => self.plan.loops[1].extent,
+            None => 1,
+        }
+    }
+
+    /// Runs `cells` and maps a rejected index to its error: for a plain plan a cell is an
+    /// iteration of the outer loop; for a banded plan, cell `b * rows + r` is row `r` of band
+    /// `b`, so ranges can split a band's rows too (as `call_parallel` does with more threads
+    /// than bands).
+    ///
+    /// # Safety
+    /// As [`Kernel::call_range`], with `cells` within `0..outer_extent() *
+    /// cells_per_iteration()`.
+    unsafe fn call_cells(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        output: *mut u8,
+        cells: Range<u64>,
+    ) -> Result<()> {
         let result = match self.plan.band {
-            // SAFETY: forwarded contract; the range was checked above.
-            Some(band) => unsafe { self.call_bands(band, data, indices, output, range.clone()) },
-            // SAFETY: forwarded contract; the range was checked above.
+            // SAFETY: forwarded contract.
+            Some(band) => unsafe { self.call_bands(band, data, indices, output, cells) },
+            // SAFETY: forwarded contract; cells are outer iterations here.
             None => unsafe {
                 self.code
-                    .call(data, indices, output, range.start, range.end)
+                    .call(data, indices, output, cells.start, cells.end)
             },
         };
         result.map_err(|position| {
@@ -264,26 +302,29 @@ impl Kernel {
         })
     }
 
-    /// Runs bands `range` of a banded plan: packs each band into this thread's scratch buffer,
-    /// then runs the code (the plan's inner loops) on it. Returns the element position of a
-    /// rejected index, like [`JitCode::call`].
+    /// Runs `cells` (row `r` of band `b` is cell `b * rows + r`) of a banded plan: packs each
+    /// band met into this thread's scratch buffer, then runs the code (the plan's inner loops)
+    /// on its rows. Returns the element position of a rejected index, like [`JitCode::call`].
     ///
     /// # Safety
-    /// As [`Kernel::call_range`], with `range` within the band loop's extent.
+    /// As [`Kernel::call_range`], with `cells` within `0..bands * rows`.
     unsafe fn call_bands(
         &self,
         band: Band,
         data: *const u8,
         indices: *const u8,
         output: *mut u8,
-        range: Range<u64>,
+        cells: Range<u64>,
     ) -> std::result::Result<(), u64> {
         let [bands, rows, _] = self.plan.loops[..] else {
             unreachable!("a banded plan has three loops")
         };
         let index_size = self.signature().index_type.size() as u64;
         let run = |scratch: &mut Vec<u128>| {
-            for b in range.clone() {
+            let mut cell = cells.start;
+            while cell < cells.end {
+                let (b, first_row) = (cell / rows.extent, cell % rows.extent);
+                let end_row = rows.extent.min(first_row + (cells.end - cell));
                 // SAFETY (all three offsets): band `b < bands.extent` starts this far into each
                 // buffer (the plan's strides, which walk within the buffers).
                 let (source, indices, output) = unsafe {
@@ -296,10 +337,12 @@ impl Kernel {
                 // SAFETY: the band's rows lie inside data (see `specialize::band`).
                 let packed = unsafe { pack_band(source, band, scratch) };
                 // SAFETY: `packed` holds the band as the compiled inner loops read it (`rows`
-                // rows of `row_bytes`), and the indices and output pointers start at this band,
-                // so the code walks exactly this band's part of each buffer.
-                unsafe { self.code.call(packed, indices, output, 0, rows.extent) }
+                // rows of `row_bytes`), the indices and output pointers start at this band,
+                // and `first_row..end_row` lies within the rows loop, so the code walks only
+                // this band's part of each buffer.
+                unsafe { self.code.call(packed, indices, output, first_row, end_row) }
                     .map_err(|position| position + b * bands.indices_stride / index_size)?;
+                cell += end_row - first_row;
             }
             Ok(())
         };
@@ -367,7 +410,17 @@ impl Kernel {
         threads: usize,
     ) -> Result<()> {
         let extent = self.outer_extent();
-        let threads = self.threads_for(threads).min(extent.max(1) as usize);
+        let cells_per_iteration = self.cells_per_iteration();
+        // Outer iterations (bands) are split first; only with more threads than bands are
+        // the rows of a band split too (each part then packs the bands it meets).
+        let threads = self.threads_for(threads);
+        let granule = if threads as u64 <= extent {
+            cells_per_iteration
+        } else {
+            1
+        };
+        let units = extent * (cells_per_iteration / granule);
+        let threads = threads.min(units.max(1) as usize);
         if threads <= 1 {
             // SAFETY: forwarded contract.
             return unsafe { self.call(data, indices, output) };
@@ -375,20 +428,20 @@ impl Kernel {
         // Addresses cross threads as integers; each part writes a disjoint part of `output`.
         let (data, indices, output) = (data as usize, indices as usize, output as usize);
         let results: Vec<OnceLock<Result<()>>> = (0..threads).map(|_| OnceLock::new()).collect();
-        // In u128: `extent * parts` may exceed u64 (both come from the caller); each bound is
-        // at most `extent`, so it fits u64 again.
-        let bound = |t: usize| (u128::from(extent) * t as u128 / threads as u128) as u64;
+        // In u128: `units * parts` may exceed u64 (both come from the caller); each bound is
+        // at most `units`, so it fits u64 again.
+        let bound = |t: usize| (u128::from(units) * t as u128 / threads as u128) as u64 * granule;
         pool::run(threads, &|part| {
-            let range = bound(part)..bound(part + 1);
-            // SAFETY: forwarded contract; the ranges partition `0..extent`, so concurrent
-            // calls write disjoint output bytes and only read the inputs, and `pool::run`
-            // returns only after every part has finished.
+            let cells = bound(part)..bound(part + 1);
+            // SAFETY: forwarded contract; the parts partition all cells, so concurrent calls
+            // write disjoint output bytes and only read the inputs, and `pool::run` returns
+            // only after every part has finished.
             let result = unsafe {
-                self.call_range(
+                self.call_cells(
                     data as *const u8,
                     indices as *const u8,
                     output as *mut u8,
-                    range,
+                    cells,
                 )
             };
             let _ = results[part].set(result);
@@ -582,5 +635,34 @@ mod tests {
             );
         }
         assert_eq!(scratch.len(), 4096 / 16, "grown to the largest band only");
+    }
+
+    #[test]
+    fn more_threads_than_bands_split_the_rows_of_bands() {
+        use crate::interp::interpret;
+        use crate::ir::Signature;
+        // 2 bands of 32 f32 columns, 9 rows: 16 threads give parts of one or two rows, most
+        // of them starting and ending inside a band.
+        let signature = Signature::gather_elements(&[9, 64], &[9, 64], 0);
+        let kernel =
+            Kernel::compile_tuned(&signature, Tuning::bands_always(9 * 128)).expect("compiles");
+        assert_eq!(kernel.outer_extent(), 2, "two bands");
+        let data: Vec<u8> = (0..9 * 64 * 4).map(|i| (i * 7 % 251) as u8).collect();
+        let mut raw: Vec<i64> = (0..9 * 64).map(|i| (i * 5 % 9) as i64).collect();
+        let validated = signature.validate().expect("valid");
+        for bad in [None, Some((7 * 64 + 40, 9)), Some((2 * 64 + 3, -10))] {
+            if let Some((at, value)) = bad {
+                raw[at] = value;
+            }
+            let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let expected = interpret(&validated, &data, &indices);
+            for threads in [1, 2, 3, 5, 16] {
+                let mut output = vec![0xEEu8; 9 * 64 * 4];
+                let actual = kernel
+                    .run_bytes_parallel(&data, &indices, &mut output, threads)
+                    .map(|()| output);
+                assert_eq!(actual, expected, "{threads} threads, bad index {bad:?}");
+            }
+        }
     }
 }

@@ -36,12 +36,15 @@ impl Problem {
             .run_bytes(&self.data, &self.indices, &mut output)
             .map(|()| output);
         Self::compare(&self.signature, &expected, &actual, "jit")?;
-        // The same split across threads (ranges of the outer loop).
-        let mut output = vec![0x5Au8; validated.output_len() * self.signature.dtype.size()];
-        let parallel = kernel
-            .run_bytes_parallel(&self.data, &self.indices, &mut output, 3)
-            .map(|()| output);
-        Self::compare(&self.signature, &expected, &parallel, "parallel jit")?;
+        // The same split across threads (ranges of the outer loop; with more threads than
+        // bands, a banded kernel splits the rows of its bands too).
+        for threads in [3, 7] {
+            let mut output = vec![0x5Au8; validated.output_len() * self.signature.dtype.size()];
+            let parallel = kernel
+                .run_bytes_parallel(&self.data, &self.indices, &mut output, threads)
+                .map(|()| output);
+            Self::compare(&self.signature, &expected, &parallel, "parallel jit")?;
+        }
         // One `call_range` per iteration of the outer loop, in order, stopping at the first
         // error: as a runtime with its own threads would split it (a banded kernel's ranges
         // are column bands, yet the first failing one names the gather's first bad index).
