@@ -20,7 +20,7 @@ pub const PARALLEL_MIN_BYTES: u64 = 128 << 10;
 
 thread_local! {
     /// Each thread's scratch buffer for banded kernels: it only grows, up to the largest band a
-    /// kernel run on this thread has used (at most `Tuning::band_scratch_bytes`).
+    /// kernel run on this thread has used (1 MiB at most under the default `Tuning`).
     static BAND_SCRATCH: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
 }
 

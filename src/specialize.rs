@@ -91,7 +91,8 @@ pub struct Tuning {
     /// Band GatherElements (see [`Band`]) when the indexed table (dim size times row stride)
     /// has at least this many bytes; `u64::MAX` never bands.
     pub band_min_table_bytes: u64,
-    /// Largest scratch buffer a band may use, in bytes (per thread).
+    /// Scratch a band aims for, in bytes (per thread); a table of many rows exceeds it to
+    /// reach `band_min_row_bytes`, up to `band_max_rows * band_min_row_bytes`.
     pub band_scratch_bytes: u64,
     /// Narrowest band row worth packing, in bytes.
     pub band_min_row_bytes: u64,
@@ -131,7 +132,7 @@ impl Default for Tuning {
             band_min_table_bytes: 2 << 20,
             band_scratch_bytes: 512 << 10,
             band_min_row_bytes: 256,
-            band_max_rows: 1024,
+            band_max_rows: 4096,
         }
     }
 }
@@ -327,8 +328,9 @@ fn band(
     // The widest band that fits the budget and divides the columns; at most
     // `MAX_BAND_ROW_BYTES / element` candidates are tried, whatever the shape (a fuzzed
     // signature with 37e9 columns once made this search take 30 s).
-    let max_band_bytes =
-        (tuning.band_scratch_bytes / coordinate.dim_size.max(1)).min(MAX_BAND_ROW_BYTES);
+    let max_band_bytes = (tuning.band_scratch_bytes / coordinate.dim_size.max(1))
+        .max(tuning.band_min_row_bytes)
+        .min(MAX_BAND_ROW_BYTES);
     let width = (1..=(columns.extent / 2).min(max_band_bytes / element))
         .rev()
         .find(|&w| columns.extent % w == 0)?;
@@ -616,8 +618,11 @@ mod tests {
             Tuning::bands_always(1024),
         );
         assert_eq!(always.expect("plan").band, None);
-        // 2048 rows: each band would walk 2048 pages of indices (measured slower).
-        assert!(!bands(&[2048, 512], &[2048, 512], 0));
+        // 8192 rows: each band would walk 8192 pages of indices and of output.
+        assert!(!bands(&[8192, 512], &[8192, 512], 0));
+        // 4096 rows: bands of 256 bytes, which take 1 MiB of scratch (above the 512 KiB aim).
+        let p = plan(Signature::gather_elements(&[4096, 1024], &[4096, 1024], 0));
+        assert_eq!(p.band.map(|band| band.row_bytes), Some(256));
         // 1024 rows of 4096 columns (16 MiB): bands of 128 columns.
         assert!(bands(&[1024, 4096], &[1024, 4096], 0));
         // Trailing dims merge into the columns.

@@ -48,6 +48,9 @@ pub struct BenchArgs {
     /// Band with this scratch budget per thread instead of the default (Tuning::band_scratch_bytes)
     #[arg(long, value_name = "KIB")]
     band_scratch_kib: Option<u64>,
+    /// Band tables of up to this many rows instead of the default (Tuning::band_max_rows)
+    #[arg(long, value_name = "ROWS", conflicts_with = "no_bands")]
+    band_max_rows: Option<u64>,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -97,13 +100,17 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
-    let tuning = match (args.no_bands, args.band_scratch_kib) {
-        (true, _) => Tuning::NO_BANDS,
-        (false, Some(kib)) => Tuning {
-            band_scratch_bytes: kib.saturating_mul(1024),
-            ..Tuning::default()
-        },
-        (false, None) => Tuning::default(),
+    let tuning = if args.no_bands {
+        Tuning::NO_BANDS
+    } else {
+        let default = Tuning::default();
+        Tuning {
+            band_scratch_bytes: args
+                .band_scratch_kib
+                .map_or(default.band_scratch_bytes, |kib| kib.saturating_mul(1024)),
+            band_max_rows: args.band_max_rows.unwrap_or(default.band_max_rows),
+            ..default
+        }
     };
     let cache = KernelCache::new(16);
     let started = Instant::now();
