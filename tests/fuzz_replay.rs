@@ -11,7 +11,7 @@
     reason = "`cfg(fuzzing)` (set by cargo-fuzz) gates the guard-page check, whose libc \
               dependency the tests do not have"
 )]
-mod case;
+pub(crate) mod case;
 
 use std::collections::BTreeMap;
 use std::path::Path;

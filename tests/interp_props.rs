@@ -12,6 +12,7 @@ use gather_jit::{
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 
+use crate::fuzz_replay::case::{gather_batch_dims, max_gather_batch_dims};
 use crate::util::index_bytes;
 
 /// A signature with inputs: `data` as raw bytes, indices as values (encoded on use).
@@ -142,18 +143,9 @@ fn gather_signature(flavors: &'static [Flavor]) -> impl Strategy<Value = Signatu
                 let r = data.len();
                 let axis = axis.index(r);
                 data[axis] = data[axis].max(1);
-                let max_b = match flavor {
-                    Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => axis,
-                    Flavor::TensorRt => axis.min(1),
-                    _ => 0,
-                };
-                let b = b.index(max_b + 1);
+                let b = b.index(max_gather_batch_dims(flavor, axis) + 1);
                 let indices = [&data[..b], &tail[..]].concat();
-                let q = indices.len() as i64;
-                let batch_dims = match flavor {
-                    Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 if neg_b => b as i64 - q,
-                    _ => b as i64,
-                };
+                let batch_dims = gather_batch_dims(flavor, b, indices.len(), neg_b);
                 let axis = if neg_axis {
                     axis as i64 - r as i64
                 } else {

@@ -1,6 +1,7 @@
 //! Differential property tests: the JIT against the reference interpreter, byte for byte,
 //! errors included (same variant, same position, same value).
 
+use crate::fuzz_replay::case::{gather_batch_dims, max_gather_batch_dims};
 use gather_jit::interp::interpret;
 use gather_jit::specialize::Plan;
 use gather_jit::{
@@ -229,23 +230,13 @@ pub fn gather_problem() -> impl Strategy<Value = Problem> {
         .prop_map(|(flavor, data, extra, pick, negative_attrs, common)| {
             let r = data.len();
             let axis = pick as usize % r;
-            let max_batch = match flavor {
-                Flavor::Onnx | Flavor::OpenvinoGather1 => 0,
-                Flavor::TensorRt => axis.min(1),
-                _ => axis,
-            };
-            let b = (pick as usize / 7) % (max_batch + 1);
+            let b = (pick as usize / 7) % (max_gather_batch_dims(flavor, axis) + 1);
             let indices = [&data[..b], &extra[..]].concat();
-            let q = indices.len() as i64;
-            let (axis, batch) = if negative_attrs {
-                let batch = if matches!(flavor, Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8) {
-                    b as i64 - q
-                } else {
-                    b as i64
-                };
-                (axis as i64 - r as i64, batch)
+            let batch = gather_batch_dims(flavor, b, indices.len(), negative_attrs);
+            let axis = if negative_attrs {
+                axis as i64 - r as i64
             } else {
-                (axis as i64, b as i64)
+                axis as i64
             };
             let op = Op::Gather {
                 axis,

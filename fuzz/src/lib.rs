@@ -189,25 +189,15 @@ fn structured_op(kind: u8, flavor_byte: u8, r: &mut Reader<'_>) -> (Op, Vec<usiz
             };
             let flavors = flavors_for(&op);
             let flavor = flavors[usize::from(flavor_byte) % flavors.len()];
-            let max_batch = match flavor {
-                Flavor::Onnx | Flavor::OpenvinoGather1 => 0,
-                Flavor::TensorRt => axis.min(1),
-                _ => axis,
-            };
-            let b = (pick / 7) % (max_batch + 1);
+            let b = (pick / 7) % (max_gather_batch_dims(flavor, axis) + 1);
             let extra = usize::from(r.byte() % 4);
             let mut indices = data[..b].to_vec();
             indices.extend((0..extra).map(|_| r.small_dim()));
-            let q = indices.len() as i64;
-            let (axis, batch_dims) = if negative_attributes {
-                let batch = if matches!(flavor, Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8) {
-                    b as i64 - q
-                } else {
-                    b as i64
-                };
-                (axis as i64 - rank as i64, batch)
+            let batch_dims = gather_batch_dims(flavor, b, indices.len(), negative_attributes);
+            let axis = if negative_attributes {
+                axis as i64 - rank as i64
             } else {
-                (axis as i64, b as i64)
+                axis as i64
             };
             (Op::Gather { axis, batch_dims }, data, indices)
         }
@@ -342,6 +332,28 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
         flat /= d;
     }
     coords
+}
+
+/// The largest `batch_dims` a Gather of `flavor` takes along `axis`: none for ONNX and
+/// OpenVINO Gather-1, at most one (and not past the axis) for TensorRT, up to the axis for
+/// OpenVINO Gather-7/8. Shared with the property tests, which include this file.
+pub fn max_gather_batch_dims(flavor: Flavor, axis: usize) -> usize {
+    match flavor {
+        Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => axis,
+        Flavor::TensorRt => axis.min(1),
+        _ => 0,
+    }
+}
+
+/// `b` batch dims as a Gather attribute, written from the end of the indices' rank when
+/// `negative` and the flavor allows it (OpenVINO Gather-7/8).
+pub fn gather_batch_dims(flavor: Flavor, b: usize, indices_rank: usize, negative: bool) -> i64 {
+    match flavor {
+        Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 if negative => {
+            b as i64 - indices_rank as i64
+        }
+        _ => b as i64,
+    }
 }
 
 /// Decodes `bytes` and checks the case; panics (with a replayable description) on any
