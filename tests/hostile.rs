@@ -10,6 +10,8 @@ use gather_jit::{
 };
 use ndarray::{Array, ArrayD, IxDyn, arr0, array};
 
+use crate::util::{i32_bytes, index_bytes};
+
 /// Byte written over outputs before a run, to see what the run left untouched.
 const SENTINEL: u8 = 0xA5;
 
@@ -368,7 +370,7 @@ fn run_bytes_rejects_wrong_lengths_and_touches_nothing() {
     let sig = Signature::gather(&[4, 3], &[2], 0, 0).with_dtype(DType::I32);
     let kernel = Kernel::compile(&sig).expect("kernel");
     let data = data_bytes(48);
-    let indices: Vec<u8> = [1i64, 3].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = index_bytes(IndexType::I64, &[1, 3]);
     let good_output = 24;
     for (what, data_len, indices_len, output_len) in [
         ("data", 47, 16, good_output),
@@ -606,7 +608,7 @@ fn streaming_stores_on_unaligned_output() {
     assert!(kernel.plan().lookup.streaming, "{}", kernel.plan());
     let data = data_bytes(rows * row);
     let raw: Vec<i32> = (0..lookups as i32).map(|k| k % 7 - 1).collect();
-    let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = i32_bytes(&raw);
     // The one-line oracle: row k, -1 wraps to the last row, 5 is out of range (zeros).
     let expected: Vec<u8> = raw
         .iter()
@@ -643,10 +645,7 @@ fn output_after_an_index_error_is_the_prefix_before_the_bad_lookup() {
     let sig = Signature::gather(&[5, 3], &[4], 0, 0).with_dtype(DType::U8);
     let kernel = Kernel::compile(&sig).expect("kernel");
     let data: Vec<u8> = (10..25).collect();
-    let indices: Vec<u8> = [1i64, 2, 9, 0]
-        .iter()
-        .flat_map(|v| v.to_ne_bytes())
-        .collect();
+    let indices = index_bytes(IndexType::I64, &[1, 2, 9, 0]);
     let (result, output) = run_bytes(&kernel, &data, &indices);
     assert!(
         matches!(result, Err(Error::IndexOutOfRange { ref position, value: 9, .. }) if position == &[2])
@@ -660,7 +659,7 @@ fn output_after_an_index_error_is_the_prefix_before_the_bad_lookup() {
     let sig = Signature::gather(&[2, 4], &[3], 1, 0).with_dtype(DType::U8);
     let kernel = Kernel::compile(&sig).expect("kernel");
     let data: Vec<u8> = (10..18).collect();
-    let indices: Vec<u8> = [3i64, 5, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = index_bytes(IndexType::I64, &[3, 5, 1]);
     let (result, output) = run_bytes(&kernel, &data, &indices);
     assert!(
         matches!(result, Err(Error::IndexOutOfRange { ref position, value: 5, .. }) if position == &[1])
@@ -674,10 +673,7 @@ fn output_after_an_index_error_is_the_prefix_before_the_bad_lookup() {
     let sig = Signature::gather_nd(&[3, 4], &[3, 2], 0).with_dtype(DType::U8);
     let kernel = Kernel::compile(&sig).expect("kernel");
     let data: Vec<u8> = (10..22).collect();
-    let indices: Vec<u8> = [2i64, 3, 0, 4, 1, 1]
-        .iter()
-        .flat_map(|v| v.to_ne_bytes())
-        .collect();
+    let indices = index_bytes(IndexType::I64, &[2, 3, 0, 4, 1, 1]);
     let (result, output) = run_bytes(&kernel, &data, &indices);
     assert!(
         matches!(result, Err(Error::IndexOutOfRange { ref position, value: 4, data_dim: 1, .. }) if position == &[1, 1])
@@ -689,7 +685,7 @@ fn output_after_an_index_error_is_the_prefix_before_the_bad_lookup() {
         .with_dtype(DType::U8)
         .with_out_of_range(OutOfRange::Clamp);
     let kernel = Kernel::compile(&sig).expect("kernel");
-    let indices: Vec<u8> = [0i64, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = index_bytes(IndexType::I64, &[0, 0]);
     let (result, output) = run_bytes(&kernel, &[], &indices);
     assert!(matches!(
         result,
@@ -706,8 +702,7 @@ fn output_after_an_index_error_in_call_range() {
     let kernel = Kernel::compile(&sig).expect("kernel");
     assert_eq!(kernel.outer_extent(), 8, "{}", kernel.plan());
     let data: Vec<u8> = (10..22).collect();
-    let raw = [0i64, 1, 2, 3, 4, 60, 5, 0];
-    let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = index_bytes(IndexType::I64, &[0, 1, 2, 3, 4, 60, 5, 0]);
     let mut output = vec![SENTINEL; 16];
     for (range, fails) in [(0..4, false), (4..7, true), (7..8, false)] {
         // SAFETY: buffers sized by the signature, distinct; ranges within the outer loop.

@@ -11,6 +11,7 @@ use gather_jit::{
 use ndarray::{Array, ArrayD, IxDyn, array, s};
 
 use crate::conformance;
+use crate::util::index_bytes;
 
 #[test]
 fn every_conformance_case_passes_the_jit() {
@@ -214,10 +215,7 @@ fn index_error_names_position_and_value_and_stops() {
     let sig = Signature::gather_nd(&[3, 4], &[3, 2], 0);
     let kernel = Kernel::compile(&sig).expect("kernel");
     let data = vec![0x11u8; 48];
-    let idx: Vec<u8> = [0i64, 1, 2, 3, 1, -5]
-        .iter()
-        .flat_map(|v| v.to_ne_bytes())
-        .collect();
+    let idx = index_bytes(IndexType::I64, &[0, 1, 2, 3, 1, -5]);
     let mut output = vec![0u8; 12];
     let err = kernel.run_bytes(&data, &idx, &mut output).unwrap_err();
     assert_eq!(
@@ -365,7 +363,7 @@ fn every_copy_tier_matches_the_interpreter() {
             } else {
                 [4, 0, 1, -1, 2, -5, 3]
             };
-            let idx: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let idx = index_bytes(IndexType::I64, &raw);
             let expected = interpret(&validated, &data, &idx).expect("interpreter");
             let mut out = vec![0xEEu8; expected.len()];
             Kernel::compile(&sig)
@@ -406,7 +404,7 @@ fn prefetching_copies_match_the_interpreter_at_every_split() {
         .map(|i| (i % 249) as u8 + 1)
         .collect();
     let raw = [3i64, -1, i64::MAX, 0, -4, 7, i64::MIN, 2, -5];
-    let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let indices = index_bytes(IndexType::I64, &raw);
     let expected = interpret(&validated, &data, &indices).expect("interpreter");
     let extent = kernel.outer_extent();
     assert_eq!(extent, 9, "{}", kernel.plan());
@@ -436,7 +434,7 @@ fn streaming_copies_match_plain_row_copies() {
     let picked: Vec<i64> = (0..picks as i64)
         .map(|i| (i * 3 + i / 7) % rows as i64)
         .collect();
-    let idx: Vec<u8> = picked.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let idx = index_bytes(IndexType::I64, &picked);
     let row_bytes = row_len * 4;
     let mut buffer = vec![0u8; picks * row_bytes + 1];
     for misalign in [0usize, 1] {
