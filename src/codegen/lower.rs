@@ -70,6 +70,12 @@ pub(crate) struct Helpers {
 /// 596-641 one row ahead, 580-728 two rows ahead.
 pub(crate) const PREFETCH_ROWS_AHEAD: u64 = 2;
 
+/// The largest unroll factor in the rows of a band (the compiled part of a banded plan, the
+/// only code that calls [`super::prefetch_rows`]). Measured on S7 (µs, three rounds): unrolled
+/// by 4: 716, 723, 908 (compile 217-224 µs); by 8: 721, 729, 772 (compile 268-298 µs); by 16:
+/// 703-762 (compile 365-368 µs).
+pub(crate) const BAND_UNROLL: u64 = 4;
+
 /// The CLIF signature every kernel has.
 pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
     let mut sig = Signature::new(call_conv);
@@ -186,11 +192,17 @@ impl Lowering<'_> {
         // Never unrolled past the extent: `group * stride` then stays within the buffer the
         // loop walks (at most `isize::MAX` bytes), so the constants cannot overflow.
         let unroll = if innermost {
-            unroll_factor(
+            let factor = unroll_factor(
                 self.plan.lookup.slice_bytes,
                 self.plan.lookup.coordinates.len(),
-            )
-            .min(spec.extent.max(1))
+            );
+            // The rows of a band are bound by memory, not by the loop: a shorter trip
+            // compiles faster at the same speed.
+            let factor = match self.prefetch_rows {
+                Some(_) => factor.min(BAND_UNROLL),
+                None => factor,
+            };
+            factor.min(spec.extent.max(1))
         } else {
             1
         };
