@@ -187,7 +187,7 @@ impl Plan {
         let indices = &sig.indices_shape;
         // Each dim walked: (extent, data stride, indices stride); output is row-major.
         let mut dims: Vec<(u64, u64, u64)> = Vec::new();
-        let coordinates: Vec<Coordinate>;
+        let mut coordinates: Vec<Coordinate>;
         let slice_elements: u64;
         match signature.op() {
             ResolvedOp::Gather { axis, batch_dims } => {
@@ -254,7 +254,6 @@ impl Plan {
         }
         let slice_bytes = slice_elements.checked_mul(element).ok_or_else(overflow)?;
         let mut loops = build_loops(&dims, slice_bytes).ok_or_else(overflow)?;
-        let mut coordinates = coordinates;
         let band = match signature.op() {
             ResolvedOp::GatherElements { .. } => {
                 band(&mut loops, &mut coordinates[0], element, index_size, tuning)
@@ -328,7 +327,7 @@ fn band(
     // The widest band that fits the budget and divides the columns; at most
     // `MAX_BAND_ROW_BYTES / element` candidates are tried, whatever the shape (a fuzzed
     // signature with 37e9 columns once made this search take 30 s).
-    let max_band_bytes = (tuning.band_scratch_bytes / coordinate.dim_size.max(1))
+    let max_band_bytes = (tuning.band_scratch_bytes / coordinate.dim_size)
         .max(tuning.band_min_row_bytes)
         .min(MAX_BAND_ROW_BYTES);
     let width = (1..=(columns.extent / 2).min(max_band_bytes / element))

@@ -281,22 +281,33 @@ extern "C" fn prefetch_rows(
     output: *const u8,
     output_bytes: usize,
 ) {
+    prefetch_lines::<false>(indices, indices_bytes);
+    prefetch_lines::<true>(output, output_bytes);
+}
+
+/// Prefetches the cache lines of the first `bytes` (at most [`PREFETCH_LIMIT_BYTES`]) from
+/// `start`, for writing when `FOR_WRITE` (`prefetchw`). Any address will do: prefetches never
+/// fault. A no-op off x86-64.
+fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        for line in (0..indices_bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
+        for line in (0..bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
+            let address = start.wrapping_add(line).cast::<i8>();
             // SAFETY: a prefetch is only a hint: it never faults, whatever the address
             // (`wrapping_add` keeps the pointer arithmetic itself defined); SSE is part of
             // x86-64.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(indices.wrapping_add(line).cast::<i8>()) };
-        }
-        for line in (0..output_bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
-            // SAFETY: as above; `ET0` is a prefetch for writing (`prefetchw`).
-            unsafe { _mm_prefetch::<_MM_HINT_ET0>(output.wrapping_add(line).cast::<i8>()) };
+            unsafe {
+                if FOR_WRITE {
+                    _mm_prefetch::<_MM_HINT_ET0>(address)
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(address)
+                }
+            };
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (indices, indices_bytes, output, output_bytes);
+    let _ = (start, bytes);
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
@@ -312,18 +323,7 @@ const PREFETCH_LIMIT_BYTES: usize = 4096;
 /// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
 /// `next` may be any address: prefetches never fault.
 unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize, next: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        for line in (0..len.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
-            // SAFETY: a prefetch is only a hint: it never faults, whatever the address
-            // (`wrapping_add` keeps the pointer arithmetic itself defined); SSE is part of
-            // x86-64.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line).cast::<i8>()) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = next;
+    prefetch_lines::<false>(next, len);
     // SAFETY: forwarded from this function's contract.
     unsafe { std::ptr::copy_nonoverlapping(source, dest, len) };
 }
