@@ -152,6 +152,12 @@ pub fn random_inputs(validated: &Validated, seed: u64) -> (Vec<u8>, Vec<u8>) {
 
 /// Random valid indices for `validated` (see [`random_inputs`]).
 pub fn random_indices(validated: &Validated, rng: &mut XorShift) -> Vec<u8> {
+    random_indices_below(validated, rng, u64::MAX)
+}
+
+/// Random valid indices for `validated`, each also below `limit`: a gather that only reads a
+/// corner of its data, to see how much of a kernel's time is cache misses on the data.
+pub fn random_indices_below(validated: &Validated, rng: &mut XorShift, limit: u64) -> Vec<u8> {
     let sig = validated.signature();
     let index_type = sig.index_type;
     let shape = &sig.indices_shape;
@@ -163,8 +169,8 @@ pub fn random_indices(validated: &Validated, rng: &mut XorShift) -> Vec<u8> {
             *last = flat % shape[shape.len() - 1];
         }
         let dim = sig.data_shape[validated.indexed_data_dim(&position)] as u64;
-        let limit = dim.min(index_type.max_value().saturating_add(1));
-        let value = if limit == 0 { 0 } else { rng.below(limit) };
+        let bound = dim.min(index_type.max_value().saturating_add(1)).min(limit);
+        let value = if bound == 0 { 0 } else { rng.below(bound) };
         let fits = index_type.try_encode(value.into(), &mut indices);
         debug_assert!(fits, "below the type's maximum");
     }

@@ -22,7 +22,8 @@ use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128
-  gather-jit bench --op gather-nd --data-shape 1000x256x10x15 --indices-shape 25x125x3 --threads 2 --json")]
+  gather-jit bench --op gather-nd --data-shape 1000x256x10x15 --indices-shape 25x125x3 --threads 2 --json
+  gather-jit bench --op gather-nd --data-shape 512x512 --indices-shape 262144x2 --index-limit 64")]
 pub struct BenchArgs {
     #[command(flatten)]
     op: OpArgs,
@@ -51,6 +52,10 @@ pub struct BenchArgs {
     /// Band tables of up to this many rows instead of the default (Tuning::band_max_rows)
     #[arg(long, value_name = "ROWS", conflicts_with = "no_bands")]
     band_max_rows: Option<u64>,
+    /// Draw every index below N too, so that the gather reads only a corner of data (how much
+    /// of the time is cache misses on data: compare with and without)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    index_limit: Option<u64>,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -96,7 +101,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let validated = sig.validate()?;
     let mut rng = XorShift::new(args.seed);
-    let (data, indices) = random::inputs(&validated, &mut rng)?;
+    let (data, indices) =
+        random::inputs_below(&validated, &mut rng, args.index_limit.unwrap_or(u64::MAX))?;
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
@@ -167,6 +173,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "indices_shape": sig.indices_shape,
             "output_shape": validated.output_shape(),
             "seed": args.seed,
+            "index_limit": args.index_limit,
             "threads": args.threads,
             "threads_used": threads_used,
             "outer_extent": kernel.outer_extent(),
@@ -195,6 +202,9 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     }
     println!("signature     {sig}");
     println!("output shape  {:?}", validated.output_shape());
+    if let Some(limit) = args.index_limit {
+        println!("indices       all below {limit} (a corner of data)");
+    }
     println!(
         "compile       {} median, first {} (cache hit {})",
         human_time(ns(compile)),

@@ -582,6 +582,41 @@ fn bench_text_and_errors() {
         "2",
     ]);
     assert!(line.contains("cannot make valid indices"), "{line}");
+    let line = usage_error(&[
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "4",
+        "--indices-shape",
+        "2",
+        "--index-limit",
+        "0",
+    ]);
+    assert!(line.contains("--index-limit"), "{line}");
+}
+
+#[test]
+fn bench_index_limit_is_reported() {
+    let args = [
+        "bench",
+        "--op",
+        "gather-nd",
+        "--data-shape",
+        "64x64",
+        "--indices-shape",
+        "100x2",
+        "--time-ms",
+        "10",
+    ];
+    let limited = ok(&[&args[..], &["--index-limit", "8"]].concat());
+    assert!(limited.contains("all below 8"), "{limited}");
+    let json = ok(&[&args[..], &["--index-limit", "8", "--json"]].concat());
+    let json: Value = serde_json::from_str(&json).expect("one JSON object");
+    assert_eq!(json["index_limit"], 8);
+    let json = ok(&[&args[..], &["--json"]].concat());
+    let json: Value = serde_json::from_str(&json).expect("one JSON object");
+    assert!(json["index_limit"].is_null(), "{json}");
 }
 
 // ---------------------------------------------------------------------------------------------
