@@ -11,7 +11,7 @@ use crate::codegen::{self, JitCode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexType, OutOfRange, Signature, Validated, unravel};
 use crate::pool;
-use crate::specialize::{Band, Plan, Tuning};
+use crate::specialize::{Band, Loop, Plan, Tuning};
 
 /// Outputs of at least this many bytes are split across threads when the thread count is left
 /// to the kernel. Measured with spinning workers (`gather-jit bench --threads 1|2`, GatherElements
@@ -22,6 +22,15 @@ thread_local! {
     /// Each thread's scratch buffer for banded kernels: it only grows, up to the largest band a
     /// kernel run on this thread has used (1 MiB at most under the default `Tuning`).
     static BAND_SCRATCH: RefCell<Vec<u128>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The loops of a banded plan that its Rust driver walks, outermost first (the compiled code
+/// walks the rest: the rows of a band and its columns).
+#[derive(Clone, Copy)]
+struct BandLoops {
+    batches: Option<Loop>,
+    bands: Loop,
+    rows: Loop,
 }
 
 /// Copies `band.rows` rows of `band.row_bytes` bytes, `band.row_stride` bytes apart from
@@ -255,11 +264,35 @@ impl Kernel {
     }
 
     /// How many cells (units of [`Kernel::call_cells`]) one iteration of the outer loop has:
-    /// one, or for a banded plan the rows of a band.
+    /// one, or for a banded plan the rows of a band (times the bands of a batch, when the
+    /// outer loop walks batches).
     fn cells_per_iteration(&self) -> u64 {
-        match self.plan.band {
-            Some(_) => self.plan.loops[1].extent,
+        match self.band_loops() {
+            Some(BandLoops {
+                batches: Some(_),
+                bands,
+                rows,
+            }) => bands.extent * rows.extent,
+            Some(BandLoops { rows, .. }) => rows.extent,
             None => 1,
+        }
+    }
+
+    /// The loops a banded plan's Rust driver walks (see [`Plan::band`]); `None` if unbanded.
+    fn band_loops(&self) -> Option<BandLoops> {
+        self.plan.band?;
+        match self.plan.loops[..] {
+            [bands, rows, _] => Some(BandLoops {
+                batches: None,
+                bands,
+                rows,
+            }),
+            [batches, bands, rows, _] => Some(BandLoops {
+                batches: Some(batches),
+                bands,
+                rows,
+            }),
+            _ => unreachable!("a banded plan has three or four loops"),
         }
     }
 
@@ -316,22 +349,37 @@ impl Kernel {
         output: *mut u8,
         cells: Range<u64>,
     ) -> std::result::Result<(), u64> {
-        let [bands, rows, _] = self.plan.loops[..] else {
-            unreachable!("a banded plan has three loops")
+        let Some(BandLoops {
+            batches,
+            bands,
+            rows,
+        }) = self.band_loops()
+        else {
+            unreachable!("call_bands runs banded plans only")
         };
+        let batches = batches.unwrap_or(Loop {
+            extent: 1,
+            data_stride: 0,
+            indices_stride: 0,
+            output_stride: 0,
+        });
         let index_size = self.signature().index_type.size() as u64;
         let run = |scratch: &mut Vec<u128>| {
             let mut cell = cells.start;
             while cell < cells.end {
-                let (b, first_row) = (cell / rows.extent, cell % rows.extent);
+                let (band_index, first_row) = (cell / rows.extent, cell % rows.extent);
+                let (batch, b) = (band_index / bands.extent, band_index % bands.extent);
                 let end_row = rows.extent.min(first_row + (cells.end - cell));
-                // SAFETY (all three offsets): band `b < bands.extent` starts this far into each
-                // buffer (the plan's strides, which walk within the buffers).
+                let offset = |of: fn(&Loop) -> u64| batch * of(&batches) + b * of(&bands);
+                let indices_offset = offset(|l| l.indices_stride);
+                // SAFETY (all three offsets): band `b < bands.extent` of batch `batch <
+                // batches.extent` starts this far into each buffer (the plan's strides, which
+                // walk within the buffers).
                 let (source, indices, output) = unsafe {
                     (
-                        data.add((b * bands.data_stride) as usize),
-                        indices.add((b * bands.indices_stride) as usize),
-                        output.add((b * bands.output_stride) as usize),
+                        data.add(offset(|l| l.data_stride) as usize),
+                        indices.add(indices_offset as usize),
+                        output.add(offset(|l| l.output_stride) as usize),
                     )
                 };
                 // SAFETY: the band's rows lie inside data (see `specialize::band`).
@@ -341,7 +389,7 @@ impl Kernel {
                 // and `first_row..end_row` lies within the rows loop, so the code walks only
                 // this band's part of each buffer.
                 unsafe { self.code.call(packed, indices, output, first_row, end_row) }
-                    .map_err(|position| position + b * bands.indices_stride / index_size)?;
+                    .map_err(|position| position + indices_offset / index_size)?;
                 cell += end_row - first_row;
             }
             Ok(())
@@ -409,17 +457,17 @@ impl Kernel {
         output: *mut u8,
         threads: usize,
     ) -> Result<()> {
-        let extent = self.outer_extent();
-        let cells_per_iteration = self.cells_per_iteration();
-        // Outer iterations (bands) are split first; only with more threads than bands are
-        // the rows of a band split too (each part then packs the bands it meets).
+        let cells = self.outer_extent() * self.cells_per_iteration();
+        // Whole bands are split first; only with more threads than bands are the rows of a
+        // band split too (each part then packs the bands it meets).
+        let band_cells = self.band_loops().map_or(1, |loops| loops.rows.extent);
         let threads = self.threads_for(threads);
-        let granule = if threads as u64 <= extent {
-            cells_per_iteration
+        let granule = if threads as u64 <= cells / band_cells {
+            band_cells
         } else {
             1
         };
-        let units = extent * (cells_per_iteration / granule);
+        let units = cells / granule;
         let threads = threads.min(units.max(1) as usize);
         if threads <= 1 {
             // SAFETY: forwarded contract.

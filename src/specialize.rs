@@ -66,8 +66,8 @@ pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
 pub const STREAMING_SLICE_BYTES: u64 = 512;
 
 /// A band of columns copied to a scratch buffer before the inner loops of each iteration of
-/// the outermost loop: `rows` rows of `row_bytes` bytes, `row_stride` bytes apart, starting at
-/// that iteration's data pointer. The inner loops then read the scratch buffer (its rows are
+/// the bands loop: `rows` rows of `row_bytes` bytes, `row_stride` bytes apart, starting at
+/// that iteration's data pointer (of its batch, when the plan has a batches loop). The inner loops then read the scratch buffer (its rows are
 /// `row_bytes` apart, which the coordinate's `data_stride` already says) instead of data.
 ///
 /// Rows of a large table lie a multiple of 4 KiB apart, so a column band of the table itself
@@ -145,7 +145,9 @@ pub struct Plan {
     pub loops: Vec<Loop>,
     /// What the innermost body does.
     pub lookup: Lookup,
-    /// The band copied to scratch per iteration of the outermost loop, if banded.
+    /// The band copied to scratch per iteration of the bands loop, if banded: the plan's
+    /// loops are then `[bands, rows, band columns]`, or `[batches, bands, rows, band
+    /// columns]` (see `specialize::band`).
     pub band: Option<Band>,
     /// Type of the indices.
     pub index_type: IndexType,
@@ -292,9 +294,11 @@ impl Plan {
 pub const MAX_BAND_ROW_BYTES: u64 = 16 << 10;
 
 /// Bands an element gather when it pays (see [`Band`]): rewrites `loops` from `[rows of
-/// indices, columns]` to `[bands, rows of indices, columns of a band]` and points `coordinate`
-/// at the scratch rows. Applies only to a two-loop nest whose inner loop walks data, indices
-/// and output contiguously and whose outer loop is the indexed axis (data stride 0), with a
+/// indices, columns]` to `[bands, rows of indices, columns of a band]`, or from `[batches,
+/// rows of indices, columns]` to `[batches, bands, rows of indices, columns of a band]`, and
+/// points `coordinate` at the scratch rows. Applies only to such a nest whose inner loop walks
+/// data, indices and output contiguously and whose rows loop is the indexed axis (data stride
+/// 0), with a
 /// table of at least `tuning.band_min_table_bytes` and at most `tuning.band_max_rows` rows, at
 /// least half as many rows of indices as table rows (each band copy is then read often
 /// enough), and a band width that divides the columns into at least two bands of at least
@@ -306,8 +310,10 @@ fn band(
     index_size: u64,
     tuning: Tuning,
 ) -> Option<Band> {
-    let &[rows_of_indices, columns] = &loops[..] else {
-        return None;
+    let (batches, rows_of_indices, columns) = match loops[..] {
+        [rows_of_indices, columns] => (None, rows_of_indices, columns),
+        [batches, rows_of_indices, columns] => (Some(batches), rows_of_indices, columns),
+        _ => return None,
     };
     // `Kernel::call_range` relies on this too: a band's indices start `width` indices on.
     let contiguous = columns.data_stride == element
@@ -341,19 +347,20 @@ fn band(
         row_stride: coordinate.data_stride,
         row_bytes: width * element,
     };
-    *loops = vec![
-        Loop {
-            extent: columns.extent / width,
-            data_stride: width * element,
-            indices_stride: width.checked_mul(columns.indices_stride)?,
-            output_stride: width * element,
-        },
-        rows_of_indices,
-        Loop {
-            extent: width,
-            ..columns
-        },
-    ];
+    let bands = Loop {
+        extent: columns.extent / width,
+        data_stride: width * element,
+        indices_stride: width.checked_mul(columns.indices_stride)?,
+        output_stride: width * element,
+    };
+    let band_columns = Loop {
+        extent: width,
+        ..columns
+    };
+    *loops = batches
+        .into_iter()
+        .chain([bands, rows_of_indices, band_columns])
+        .collect();
     coordinate.data_stride = band.row_bytes;
     Some(band)
 }
@@ -443,9 +450,12 @@ impl fmt::Display for Plan {
         if let Some(band) = self.band {
             writeln!(
                 f,
-                "  each iteration of loop 0 first copies {} rows of {} bytes ({} bytes apart) \
+                "  each iteration of loop {} first copies {} rows of {} bytes ({} bytes apart) \
                  to scratch, which the loops inside read as data",
-                band.rows, band.row_bytes, band.row_stride
+                self.loops.len() - 3,
+                band.rows,
+                band.row_bytes,
+                band.row_stride
             )?;
         }
         let how = if self.lookup.streaming {
@@ -593,6 +603,43 @@ mod tests {
         assert_eq!(p.lookups(), 1024 * 1024);
         let no_bands = Plan::with_tuning(&s7.validate().expect("valid"), Tuning::NO_BANDS);
         assert_eq!(no_bands.expect("plan").band, None);
+    }
+
+    #[test]
+    fn batched_element_gathers_band_inside_the_batches_loop() {
+        // S7's table three times over, gathered along axis 1: the batches loop stays outside
+        // S7's banded nest.
+        let p = plan(Signature::gather_elements(
+            &[3, 1024, 1024],
+            &[3, 1024, 1024],
+            1,
+        ));
+        assert_eq!(
+            p.band.map(|band| (band.rows, band.row_bytes)),
+            Some((1024, 512))
+        );
+        assert_eq!(
+            p.loops,
+            vec![
+                lp(3, 4 << 20, 8 << 20, 4 << 20),
+                lp(8, 512, 1024, 512),
+                lp(1024, 0, 8192, 4096),
+                lp(128, 4, 8, 4)
+            ]
+        );
+        assert!(
+            p.to_string()
+                .contains("each iteration of loop 1 first copies 1024 rows")
+        );
+        // Two batches loops do not band: indices that cover 2 of every 3 tables keep the two
+        // batch dims from merging into one loop.
+        let two_outer = plan(Signature::gather_elements(
+            &[2, 3, 1024, 1024],
+            &[2, 2, 1024, 1024],
+            2,
+        ));
+        assert_eq!(two_outer.loops.len(), 4);
+        assert_eq!(two_outer.band, None);
     }
 
     #[test]

@@ -285,10 +285,10 @@ pub fn gather_elements_problem() -> impl Strategy<Value = Problem> {
         })
 }
 
-/// GatherElements problems along the rows of data `[rows, columns, tail]` (or `[1, rows,
-/// columns, tail]`) with about as many
-/// index rows as data rows, each with a tuning that bands tables of any size into a scratch
-/// buffer of a random budget (whether it bands is up to the plan; see `banded`).
+/// GatherElements problems along the rows of data `[rows, columns, tail]`, `[1, rows,
+/// columns, tail]` or `[batches, rows, columns, tail]` with about as many index rows as data
+/// rows, each with a tuning that bands tables of any size into a scratch buffer of a random
+/// budget (whether it bands is up to the plan; see `banded`).
 pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
     let flavor = prop::sample::select(vec![
         Flavor::Onnx,
@@ -306,8 +306,14 @@ pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
         common(),
     )
         .prop_map(|(flavor, rows, columns, tail, pick, scratch, common)| {
-            // Sometimes behind a leading 1 (axis 1 then), which the plan drops.
-            let lead: &[usize] = if pick % 3 == 0 { &[1] } else { &[] };
+            // Sometimes behind a leading 1 (axis 1 then), which the plan drops, or 2 or 3
+            // batches (a loop outside the bands).
+            let lead: &[usize] = match pick % 4 {
+                0 => &[1],
+                1 => &[2],
+                2 => &[3],
+                _ => &[],
+            };
             let index_rows = rows.div_ceil(2) + pick as usize % (rows / 2 + 3);
             let index_columns = match flavor {
                 Flavor::OpenvinoGatherElements6 => columns,
@@ -325,6 +331,27 @@ pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
             let tuning = Tuning::bands_always(scratch);
             (problem, tuning)
         })
+}
+
+/// The banded strategy reaches both banded loop nests: bands outermost, and bands inside a
+/// batches loop.
+#[test]
+fn banded_problems_cover_batches() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = banded_problem().prop_filter("banded", banded);
+    let mut loop_counts = Vec::new();
+    for _ in 0..200 {
+        let (problem, tuning) = strategy.new_tree(&mut runner).expect("a case").current();
+        let validated = problem.signature.validate().expect("valid");
+        let plan = Plan::with_tuning(&validated, tuning).expect("plans");
+        loop_counts.push(plan.loops.len());
+    }
+    for loops in [3, 4] {
+        let seen = loop_counts.iter().filter(|&&n| n == loops).count();
+        assert!(seen >= 20, "{seen} of 200 banded plans have {loops} loops");
+    }
 }
 
 /// Whether `problem` is banded under `tuning`.

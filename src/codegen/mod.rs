@@ -228,13 +228,14 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     Ok(func.display().to_string())
 }
 
-/// The part of `plan` that becomes native code: all of it, except that the band loop of a
-/// banded plan runs in Rust (`Kernel::call_range` packs each band, then calls the code on it),
-/// so the code is the two inner loops, reading the scratch buffer as its data.
+/// The part of `plan` that becomes native code: all of it, except that the bands loop (and
+/// batches loop) of a banded plan runs in Rust (`Kernel::call_range` packs each band, then
+/// calls the code on it), so the code is the two inner loops, reading the scratch buffer as
+/// its data.
 fn compiled_part(plan: &Plan) -> Cow<'_, Plan> {
     match plan.band {
         Some(_) => Cow::Owned(Plan {
-            loops: plan.loops[1..].to_vec(),
+            loops: plan.loops[plan.loops.len() - 2..].to_vec(),
             band: None,
             ..plan.clone()
         }),
