@@ -40,6 +40,17 @@ fn fuzz_corpus_replays() {
             },
         };
         *kinds.entry(kind).or_default() += 1;
+        // Which banded nests the check's second, banded kernel met (see `case::Case::check`).
+        if let Ok(v) = sig.validate()
+            && case::runnable(&v)
+        {
+            let tuning = gather_jit::Tuning::bands_always(64 + u64::from(case.split) * 37);
+            let plan = gather_jit::specialize::Plan::with_tuning(&v, tuning).expect("plans");
+            if plan.band.is_some() {
+                let kind = format!("ran banded: {} loops", plan.loops.len());
+                *kinds.entry(kind).or_default() += 1;
+            }
+        }
     }
     println!("{kinds:#?}");
     for kind in [
@@ -51,6 +62,8 @@ fn fuzz_corpus_replays() {
         "ran: GatherND index out of bounds",
         "invalid: size overflow",
         "invalid: rank too small",
+        "ran banded: 3 loops",
+        "ran banded: 4 loops",
     ] {
         assert!(
             kinds.contains_key(kind),
