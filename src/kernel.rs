@@ -229,7 +229,8 @@ impl Kernel {
     /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
     /// order of the indices. The output slices before it have been written; the rest of the
     /// range's output is unchanged. A banded plan ([`Plan::band`]) differs: its ranges are
-    /// ranges of column bands, walked band by band, so after an error any part of the range's
+    /// ranges of column bands (or of batches, each walked band by band), so after an error
+    /// any part of the range's
     /// output may have been written, and the error names the gather's first rejected index in
     /// row-major order up to the one the range met, which may lie in another range. Either
     /// way, running ranges in order and stopping at the first failing one reports the
@@ -297,9 +298,9 @@ impl Kernel {
     }
 
     /// Runs `cells` and maps a rejected index to its error: for a plain plan a cell is an
-    /// iteration of the outer loop; for a banded plan, cell `b * rows + r` is row `r` of band
-    /// `b`, so ranges can split a band's rows too (as `call_parallel` does with more threads
-    /// than bands).
+    /// iteration of the outer loop; for a banded plan, cell `(batch * bands + b) * rows + r`
+    /// is row `r` of band `b` of that batch (`batch` is 0 without a batches loop), so ranges
+    /// can split a band's rows too (as `call_parallel` does with more threads than bands).
     ///
     /// # Safety
     /// As [`Kernel::call_range`], with `cells` within `0..outer_extent() *
@@ -335,12 +336,12 @@ impl Kernel {
         })
     }
 
-    /// Runs `cells` (row `r` of band `b` is cell `b * rows + r`) of a banded plan: packs each
-    /// band met into this thread's scratch buffer, then runs the code (the plan's inner loops)
-    /// on its rows. Returns the element position of a rejected index, like [`JitCode::call`].
+    /// Runs `cells` (see [`Kernel::call_cells`]) of a banded plan: packs each band met into
+    /// this thread's scratch buffer, then runs the code (the plan's inner loops) on its rows.
+    /// Returns the element position of a rejected index, like [`JitCode::call`].
     ///
     /// # Safety
-    /// As [`Kernel::call_range`], with `cells` within `0..bands * rows`.
+    /// As [`Kernel::call_range`], with `cells` within `0..batches * bands * rows`.
     unsafe fn call_bands(
         &self,
         band: Band,
@@ -457,18 +458,7 @@ impl Kernel {
         output: *mut u8,
         threads: usize,
     ) -> Result<()> {
-        let cells = self.outer_extent() * self.cells_per_iteration();
-        // Whole bands are split first; only with more threads than bands are the rows of a
-        // band split too (each part then packs the bands it meets).
-        let band_cells = self.band_loops().map_or(1, |loops| loops.rows.extent);
-        let threads = self.threads_for(threads);
-        let granule = if threads as u64 <= cells / band_cells {
-            band_cells
-        } else {
-            1
-        };
-        let units = cells / granule;
-        let threads = threads.min(units.max(1) as usize);
+        let (threads, units, granule) = self.parallel_split(threads);
         if threads <= 1 {
             // SAFETY: forwarded contract.
             return unsafe { self.call(data, indices, output) };
@@ -509,7 +499,30 @@ impl Kernel {
         }
     }
 
-    /// The number of threads `call_parallel(.., threads)` uses before capping by the extent.
+    /// How many parts (threads) `call_parallel(.., threads)` splits the gather into: `threads`
+    /// (or one per core for 0, see there), at most one per unit of work (an iteration of the
+    /// outer loop; a row of a band for a banded plan), at least one.
+    pub fn parallel_parts(&self, threads: usize) -> usize {
+        self.parallel_split(threads).0
+    }
+
+    /// `(parts, units, cells per unit)` of `call_parallel(.., threads)`: whole bands are split
+    /// first; only with more threads than bands are the rows of a band split too (each part
+    /// then packs the bands it meets).
+    fn parallel_split(&self, threads: usize) -> (usize, u64, u64) {
+        let cells = self.outer_extent() * self.cells_per_iteration();
+        let band_cells = self.band_loops().map_or(1, |loops| loops.rows.extent);
+        let threads = self.threads_for(threads);
+        let granule = if threads as u64 <= cells / band_cells {
+            band_cells
+        } else {
+            1
+        };
+        let units = cells / granule;
+        (threads.min(units.max(1) as usize), units, granule)
+    }
+
+    /// The number of threads `call_parallel(.., threads)` uses before capping by the work.
     fn threads_for(&self, threads: usize) -> usize {
         match threads {
             0 if self.plan.output_bytes >= PARALLEL_MIN_BYTES => pool::threads(),
@@ -683,6 +696,74 @@ mod tests {
             );
         }
         assert_eq!(scratch.len(), 4096 / 16, "grown to the largest band only");
+    }
+
+    #[test]
+    fn batched_bands_split_across_threads_and_ranges() {
+        use crate::interp::interpret;
+        use crate::ir::Signature;
+        // 3 batches of a [9, 64] f32 table along axis 1, 2 bands each: 1..16 threads split
+        // batches, bands and rows; the bad index lies in the last batch only.
+        let signature = Signature::gather_elements(&[3, 9, 64], &[3, 9, 64], 1);
+        let kernel =
+            Kernel::compile_tuned(&signature, Tuning::bands_always(9 * 128)).expect("compiles");
+        assert_eq!(
+            kernel.plan().loops.len(),
+            4,
+            "batches, bands, rows, columns"
+        );
+        assert_eq!(kernel.outer_extent(), 3, "three batches");
+        assert_eq!(
+            kernel.parallel_parts(4),
+            4,
+            "bands are split, not only batches"
+        );
+        assert_eq!(
+            kernel.parallel_parts(100),
+            3 * 9 * 2,
+            "at most a part per band row"
+        );
+        let len = 3 * 9 * 64;
+        let data: Vec<u8> = (0..len * 4).map(|i| (i * 7 % 251) as u8).collect();
+        let mut raw: Vec<i64> = (0..len).map(|i| (i * 5 % 9) as i64).collect();
+        let validated = signature.validate().expect("valid");
+        for bad in [None, Some((2 * 9 * 64 + 4 * 64 + 40, 9))] {
+            if let Some((at, value)) = bad {
+                raw[at] = value;
+            }
+            let indices: Vec<u8> = raw.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let expected = interpret(&validated, &data, &indices);
+            for threads in 1..=16 {
+                let mut output = vec![0xEEu8; len * 4];
+                let actual = kernel
+                    .run_bytes_parallel(&data, &indices, &mut output, threads)
+                    .map(|()| output);
+                assert_eq!(actual, expected, "{threads} threads, bad index {bad:?}");
+            }
+            // One range per batch, in order: the first two always succeed.
+            let mut output = vec![0xEEu8; len * 4];
+            for batch in 0..3 {
+                // SAFETY: the buffers hold the signature's sizes and do not overlap; the
+                // range lies within the outer loop.
+                let result = unsafe {
+                    kernel.call_range(
+                        data.as_ptr(),
+                        indices.as_ptr(),
+                        output.as_mut_ptr(),
+                        batch..batch + 1,
+                    )
+                };
+                let expected_result = match (&expected, batch) {
+                    (Err(e), 2) => Err(e.to_string()),
+                    _ => Ok(()),
+                };
+                assert_eq!(
+                    result.map_err(|e| e.to_string()),
+                    expected_result,
+                    "batch {batch}"
+                );
+            }
+        }
     }
 
     #[test]

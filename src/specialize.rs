@@ -67,8 +67,9 @@ pub const STREAMING_SLICE_BYTES: u64 = 512;
 
 /// A band of columns copied to a scratch buffer before the inner loops of each iteration of
 /// the bands loop: `rows` rows of `row_bytes` bytes, `row_stride` bytes apart, starting at
-/// that iteration's data pointer (of its batch, when the plan has a batches loop). The inner loops then read the scratch buffer (its rows are
-/// `row_bytes` apart, which the coordinate's `data_stride` already says) instead of data.
+/// that iteration's data pointer (of its batch, when the plan has a batches loop). The inner
+/// loops then read the scratch buffer (its rows are `row_bytes` apart, which the coordinate's
+/// `data_stride` already says) instead of data.
 ///
 /// Rows of a large table lie a multiple of 4 KiB apart, so a column band of the table itself
 /// maps into a few cache sets and is evicted as fast as the whole table would be; the packed
@@ -110,10 +111,10 @@ impl Tuning {
         band_max_rows: 0,
     };
 
-    /// Band every element gather that the plan's own rules allow (two contiguous loops, a
-    /// non-empty table, at least half as many index rows as table rows, a band width that
-    /// divides the columns), within `scratch_bytes` of scratch (for tests: small tables then
-    /// take the banded path too).
+    /// Band every element gather that the plan's own rules allow (rows and contiguous columns,
+    /// maybe inside a batches loop, a non-empty table, at least half as many index rows as
+    /// table rows, a band width that divides the columns), within `scratch_bytes` of scratch
+    /// (for tests: small tables then take the banded path too).
     pub const fn bands_always(scratch_bytes: u64) -> Tuning {
         Tuning {
             band_min_table_bytes: 0,
@@ -298,7 +299,7 @@ pub const MAX_BAND_ROW_BYTES: u64 = 16 << 10;
 /// rows of indices, columns]` to `[batches, bands, rows of indices, columns of a band]`, and
 /// points `coordinate` at the scratch rows. Applies only to such a nest whose inner loop walks
 /// data, indices and output contiguously and whose rows loop is the indexed axis (data stride
-/// 0), with a
+/// 0; this alone tells a batches loop from an outermost axis over two unmerged loops), with a
 /// table of at least `tuning.band_min_table_bytes` and at most `tuning.band_max_rows` rows, at
 /// least half as many rows of indices as table rows (each band copy is then read often
 /// enough), and a band width that divides the columns into at least two bands of at least
@@ -640,6 +641,19 @@ mod tests {
         ));
         assert_eq!(two_outer.loops.len(), 4);
         assert_eq!(two_outer.band, None);
+        // Three loops whose first is the indexed axis (trailing dims that do not merge) are
+        // not batches: the middle loop walks data, so it is not the rows of a table.
+        for (data, indices) in [([8, 8, 16], [8, 8, 12]), ([6, 3, 8], [4, 3, 5])] {
+            let signature = Signature::gather_elements(&data, &indices, 0);
+            let p = Plan::with_tuning(
+                &signature.validate().expect("valid"),
+                Tuning::bands_always(64),
+            )
+            .expect("plan");
+            assert_eq!(p.loops.len(), 3, "{data:?}");
+            assert_eq!(p.loops[0].data_stride, 0, "{data:?}: the axis is outermost");
+            assert_eq!(p.band, None, "{data:?}");
+        }
     }
 
     #[test]

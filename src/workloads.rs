@@ -155,8 +155,9 @@ pub fn random_indices(validated: &Validated, rng: &mut XorShift) -> Vec<u8> {
     random_indices_below(validated, rng, u64::MAX)
 }
 
-/// Random valid indices for `validated`, each also below `limit`: a gather that only reads a
-/// corner of its data, to see how much of a kernel's time is cache misses on the data.
+/// Random valid indices for `validated`, each also below `limit` (0 counts as 1): a gather
+/// that only reads a corner of its data, to see how much of a kernel's time is cache misses on
+/// the data.
 pub fn random_indices_below(validated: &Validated, rng: &mut XorShift, limit: u64) -> Vec<u8> {
     let sig = validated.signature();
     let index_type = sig.index_type;
@@ -169,7 +170,9 @@ pub fn random_indices_below(validated: &Validated, rng: &mut XorShift, limit: u6
             *last = flat % shape[shape.len() - 1];
         }
         let dim = sig.data_shape[validated.indexed_data_dim(&position)] as u64;
-        let bound = dim.min(index_type.max_value().saturating_add(1)).min(limit);
+        let bound = dim
+            .min(index_type.max_value().saturating_add(1))
+            .min(limit.max(1));
         let value = if bound == 0 { 0 } else { rng.below(bound) };
         let fits = index_type.try_encode(value.into(), &mut indices);
         debug_assert!(fits, "below the type's maximum");

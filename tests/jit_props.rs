@@ -48,7 +48,7 @@ impl Problem {
         }
         // One `call_range` per iteration of the outer loop, in order, stopping at the first
         // error: as a runtime with its own threads would split it (a banded kernel's ranges
-        // are column bands, yet the first failing one names the gather's first bad index).
+        // are column bands or batches of them, yet the first failing one names the gather's first bad index).
         let mut output = vec![0x3Cu8; validated.output_len() * self.signature.dtype.size()];
         let mut result = Ok(());
         for start in 0..kernel.outer_extent() {

@@ -136,7 +136,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     });
 
     let threads = u64::from(args.threads);
-    let threads_used = threads.min(kernel.outer_extent()).max(1);
+    let threads_used = kernel.parallel_parts(threads as usize) as u64;
     let mut output = vec![0u8; output_bytes];
     kernel.run_bytes_parallel(&data, &indices, &mut output, threads as usize)?;
     let jit = measure(budget, || {
@@ -233,9 +233,9 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     );
     if threads_used < threads {
         eprintln!(
-            "note: the outermost loop has {} iteration(s), so {} thread(s) were used",
+            "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
+             has {} iteration(s)), so {threads_used} thread(s) were used",
             kernel.outer_extent(),
-            threads_used
         );
     }
     Ok(())
