@@ -230,12 +230,11 @@ impl Kernel {
     /// order of the indices. The output slices before it have been written; the rest of the
     /// range's output is unchanged. A banded plan ([`Plan::band`]) differs: its ranges are
     /// ranges of column bands (or of batches, each walked band by band), so after an error
-    /// any part of the range's
-    /// output may have been written, and the error names the gather's first rejected index in
-    /// row-major order up to the one the range met, which may lie in another range. Either
-    /// way, running ranges in order and stopping at the first failing one reports the
-    /// gather's first bad index. An invalid `range` gives [`Error::BufferMismatch`] and
-    /// touches nothing.
+    /// any part of the range's output may have been written, and the error names the gather's
+    /// first rejected index in row-major order up to the one the range met, which may lie in
+    /// another range. Either way, running ranges in order and stopping at the first failing
+    /// one reports the gather's first bad index. An invalid `range` gives
+    /// [`Error::BufferMismatch`] and touches nothing.
     pub unsafe fn call_range(
         &self,
         data: *const u8,
