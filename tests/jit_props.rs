@@ -306,32 +306,34 @@ pub fn banded_problem() -> impl Strategy<Value = (Problem, Tuning)> {
         scratch,
         common(),
     )
-        .prop_map(|(flavor, rows, columns, tail, pick, lead, scratch, common)| {
-            // Sometimes behind a leading 1 (axis 1 then), which the plan drops, or 2 or 3
-            // batches (a loop outside the bands).
-            let lead: &[usize] = match lead {
-                0 => &[1],
-                1 => &[2],
-                2 => &[3],
-                _ => &[],
-            };
-            let index_rows = rows.div_ceil(2) + pick as usize % (rows / 2 + 3);
-            let index_columns = match flavor {
-                Flavor::OpenvinoGatherElements6 => columns,
-                _ => columns - pick as usize % columns.min(3),
-            };
-            let problem = finish(
-                Op::GatherElements {
-                    axis: lead.len() as i64,
-                },
-                flavor,
-                &[lead, &[rows, columns, tail]].concat(),
-                &[lead, &[index_rows, index_columns, tail]].concat(),
-                common,
-            );
-            let tuning = Tuning::bands_always(scratch);
-            (problem, tuning)
-        })
+        .prop_map(
+            |(flavor, rows, columns, tail, pick, lead, scratch, common)| {
+                // Sometimes behind a leading 1 (axis 1 then), which the plan drops, or 2 or 3
+                // batches (a loop outside the bands).
+                let lead: &[usize] = match lead {
+                    0 => &[1],
+                    1 => &[2],
+                    2 => &[3],
+                    _ => &[],
+                };
+                let index_rows = rows.div_ceil(2) + pick as usize % (rows / 2 + 3);
+                let index_columns = match flavor {
+                    Flavor::OpenvinoGatherElements6 => columns,
+                    _ => columns - pick as usize % columns.min(3),
+                };
+                let problem = finish(
+                    Op::GatherElements {
+                        axis: lead.len() as i64,
+                    },
+                    flavor,
+                    &[lead, &[rows, columns, tail]].concat(),
+                    &[lead, &[index_rows, index_columns, tail]].concat(),
+                    common,
+                );
+                let tuning = Tuning::bands_always(scratch);
+                (problem, tuning)
+            },
+        )
 }
 
 /// The banded strategy reaches both banded loop nests: bands outermost, and bands inside a
