@@ -40,12 +40,12 @@ fn fuzz_corpus_replays() {
             },
         };
         *kinds.entry(kind).or_default() += 1;
-        // Which banded nests the check's second, banded kernel met (see `case::Case::check`).
+        // Which banded nests the check's second, banded kernel met (`Case::banded_tuning`).
         if let Ok(v) = sig.validate()
             && case::runnable(&v)
         {
-            let tuning = gather_jit::Tuning::bands_always(64 + u64::from(case.split) * 37);
-            let plan = gather_jit::specialize::Plan::with_tuning(&v, tuning).expect("plans");
+            let plan =
+                gather_jit::specialize::Plan::with_tuning(&v, case.banded_tuning()).expect("plans");
             if plan.band.is_some() {
                 let kind = format!("ran banded: {} loops", plan.loops.len());
                 *kinds.entry(kind).or_default() += 1;
@@ -172,8 +172,8 @@ fn fuzz_decoder_reaches_the_banded_split_signature() {
         .with_dtype(gather_jit::DType::U64)
         .with_index_type(gather_jit::IndexType::I16);
     assert_eq!(case.signature, expected);
-    let tuning = gather_jit::Tuning::bands_always(64 + u64::from(case.split) * 37);
-    let kernel = gather_jit::Kernel::compile_tuned(&case.signature, tuning).expect("valid");
+    let kernel =
+        gather_jit::Kernel::compile_tuned(&case.signature, case.banded_tuning()).expect("valid");
     assert_eq!(kernel.outer_extent(), 5, "five bands of one column");
     assert!(
         interpret(

@@ -23,8 +23,9 @@ pub fn inputs(validated: &Validated, rng: &mut XorShift) -> Result<(Vec<u8>, Vec
     inputs_below(validated, rng, u64::MAX)
 }
 
-/// As [`inputs`], with every index also below `limit` (0 counts as 1): a gather that reads
-/// only a corner of data.
+/// As [`inputs`], with every index also below `limit` (see
+/// [`gather_jit::workloads::random_indices_below`]): a gather that reads only a corner of
+/// data.
 ///
 /// # Errors
 /// As [`valid_indices`].
@@ -37,11 +38,11 @@ pub fn inputs_below(
         validated.data_len() * validated.signature().dtype.size(),
         rng,
     );
-    Ok((data, valid_indices(validated, rng, limit.max(1))?))
+    Ok((data, valid_indices(validated, rng, limit)?))
 }
 
-/// Random indices that are all in range for `validated` and below `limit` (at least 1): each
-/// is drawn from `0..min(s, limit)`, with `s` the data dim it indexes (and at most the index
+/// Random indices that are all in range for `validated` and below `limit` (0 counts as 1):
+/// each is drawn from `0..min(s, limit)`, with `s` the data dim it indexes (and at most the index
 /// type's largest value + 1).
 ///
 /// # Errors

@@ -363,6 +363,12 @@ pub fn check(bytes: &[u8]) {
 }
 
 impl Case {
+    /// The tuning of the check's second, banded kernel: bands any table the plan's rules
+    /// allow, into a scratch budget that varies with `split`.
+    pub fn banded_tuning(&self) -> Tuning {
+        Tuning::bands_always(64 + u64::from(self.split) * 37)
+    }
+
     /// Runs every path and asserts they agree with the interpreter.
     pub fn check(&self) {
         let sig = &self.signature;
@@ -411,8 +417,7 @@ impl Case {
 
         // The same signature banded (a GatherElements gathered band of columns by band, which
         // by default only a table of megabytes is), if its plan allows bands at all.
-        let tuning = Tuning::bands_always(64 + u64::from(self.split) * 37);
-        let banded = Kernel::compile_tuned(sig, tuning)
+        let banded = Kernel::compile_tuned(sig, self.banded_tuning())
             .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
         if banded.plan().band.is_some() {
             self.check_raw_paths(&banded, &expected, output_len);
