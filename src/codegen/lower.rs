@@ -9,7 +9,8 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I8X16, I16, I16X8, I32, I32X4, I64, I64X2};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
+    AbiParam, Block, BlockArg, FuncRef, Function, InstBuilder, InstructionData, MemFlagsData,
+    Opcode, Signature, Type, Value,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -165,6 +166,27 @@ struct Lowering<'a> {
     prefetch_rows: Option<FuncRef>,
 }
 
+/// The value of `value` if an `iconst` defines it.
+fn constant(b: &FunctionBuilder, value: Value) -> Option<i64> {
+    let inst = b.func.dfg.value_def(value).inst()?;
+    match b.func.dfg.insts[inst] {
+        InstructionData::UnaryImm {
+            opcode: Opcode::Iconst,
+            imm,
+        } => Some(imm.bits()),
+        _ => None,
+    }
+}
+
+/// `value + k` for a loop counter, folded here when `value` is a constant: Cranelift runs
+/// without its optimiser (see `super::isa`), so nothing would fold it later.
+fn add_to_counter(b: &mut FunctionBuilder, value: Value, k: i64) -> Value {
+    match constant(b, value) {
+        Some(c) => b.ins().iconst(I64, c.wrapping_add(k)),
+        None => b.ins().iadd_imm_s(value, k),
+    }
+}
+
 impl Lowering<'_> {
     /// `base + count * stride`, folding a zero stride away.
     fn advance(&self, b: &mut FunctionBuilder, base: Value, count: Value, stride: u64) -> Value {
@@ -220,9 +242,17 @@ impl Lowering<'_> {
         let body = b.create_block();
         let exit = b.create_block();
         self.append_state_params(b, body);
-        let enter = b.ins().icmp(IntCC::UnsignedLessThan, from, to);
         let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
-        b.ins().brif(enter, body, &args, exit, &[]);
+        match (constant(b, from), constant(b, to)) {
+            // An inner loop from 0 to its extent always runs.
+            (Some(from), Some(to)) if (from as u64) < (to as u64) => {
+                b.ins().jump(body, &args);
+            }
+            _ => {
+                let enter = b.ins().icmp(IntCC::UnsignedLessThan, from, to);
+                b.ins().brif(enter, body, &args, exit, &[]);
+            }
+        }
 
         b.switch_to_block(body);
         let p = b.block_params(body).to_vec();
@@ -291,9 +321,9 @@ impl Lowering<'_> {
     ///
     /// ```text
     /// head(i):   i + group <= to ? group(i) : tail(i)
-    /// group(i):  stop = i + group; group x { check (else bail(stop)); copy };
+    /// group(i):  group x { check (else bail(i)); copy }; stop = i + group;
     ///            stop <= to - group ? group(stop) : tail(stop)
-    /// bail(stop): single(stop - group, stop)
+    /// bail(i):   single(i, i + group)
     /// tail(i):   i < to ? single(i, stop = to) : exit
     /// single(i, stop): full lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
     /// ```
@@ -323,7 +353,7 @@ impl Lowering<'_> {
 
         b.switch_to_block(head);
         let p = b.block_params(head).to_vec();
-        let last = b.ins().iadd_imm_s(p[0], group as i64);
+        let last = add_to_counter(b, p[0], group as i64);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to);
         let args = state(p[0], [p[1], p[2], p[3]]);
         b.ins().brif(fits, group_block, &args, tail, &args);
@@ -338,10 +368,9 @@ impl Lowering<'_> {
         b.switch_to_block(group_block);
         let p = b.block_params(group_block).to_vec();
         let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
-        // Only `stop` lives on (the bail block recomputes `i`), so it can take `i`'s register
-        // and the back edge needs no move.
-        let stop = b.ins().iadd_imm_s(i, group as i64);
-        let bail = state(stop, pointers);
+        // The checks pass `i` to the bail block and `stop` is computed only at the bottom, so
+        // it can take `i`'s register and the back edge needs no move.
+        let bail = state(i, pointers);
         if let Some(vector) = self.packed_vector(depth, group) {
             self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
@@ -355,9 +384,10 @@ impl Lowering<'_> {
             }
         }
         let [data, indices, output] = self.step(b, pointers, depth, group);
+        let stop = b.ins().iadd_imm_s(i, group as i64);
         // Another trip fits if `stop + group <= to`, i.e. `stop <= to - group` (no wrap: this
         // trip fitted, so `to >= group`).
-        let last_start = b.ins().iadd_imm_s(to, -(group as i64));
+        let last_start = add_to_counter(b, to, -(group as i64));
         let fits = b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, stop, last_start);
@@ -367,14 +397,14 @@ impl Lowering<'_> {
         b.seal_block(group_block);
         b.seal_block(tail);
 
-        // A rejected check: redo the trip one lookup at a time, from `i = stop - group`.
+        // A rejected check: redo the trip one lookup at a time, from `i` to `i + group`.
         b.switch_to_block(bail_block);
         b.set_cold_block(bail_block);
         b.seal_block(bail_block);
         let p = b.block_params(bail_block).to_vec();
-        let i = b.ins().iadd_imm_s(p[0], -(group as i64));
-        let mut args = state(i, [p[1], p[2], p[3]]).to_vec();
-        args.push(BlockArg::from(p[0]));
+        let stop = b.ins().iadd_imm_s(p[0], group as i64);
+        let mut args = state(p[0], [p[1], p[2], p[3]]).to_vec();
+        args.push(BlockArg::from(stop));
         b.ins().jump(single, &args);
 
         b.switch_to_block(single);

@@ -27,7 +27,7 @@ use crate::specialize::Plan;
 pub(crate) type KernelFn =
     unsafe extern "C" fn(*const u8, *const u8, *mut u8, u64, u64, *mut u64) -> u32;
 
-/// The process-wide ISA for the host, with `opt_level=speed`.
+/// The process-wide ISA for the host, with `opt_level=none`.
 fn isa() -> Result<&'static OwnedTargetIsa> {
     static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
     ISA.get_or_init(|| {
@@ -37,7 +37,9 @@ fn isa() -> Result<&'static OwnedTargetIsa> {
                 .set(name, value)
                 .map_err(|e| format!("setting {name}={value}: {e}"))
         };
-        set(&mut flags, "opt_level", "speed")?;
+        // `lower` emits the loops already folded and hoisted; Cranelift's optimiser (`speed`)
+        // made no case faster and cost 30-45 % more compile time (docs/performance.md).
+        set(&mut flags, "opt_level", "none")?;
         // Long-range relocations for the memcpy/memset libcalls, as cranelift-jit requires.
         set(&mut flags, "use_colocated_libcalls", "false")?;
         set(&mut flags, "is_pic", "false")?;
