@@ -31,8 +31,14 @@ pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
         129..=512 => 2,
         _ => 1,
     };
-    // At most 8 index checks per trip: longer tuples cost compile time, not speed.
-    by_slice.min((8 / coordinates.max(1)).max(1) as u64)
+    // At most 8 index checks per trip: more cost compile time, not speed. Pairs of indices
+    // selecting single elements (S8) are the exception: 8 lookups (16 checks) per trip
+    // measured 4 % faster than 4.
+    let by_checks = match coordinates {
+        2 if slice_bytes <= 16 => 8,
+        _ => (8 / coordinates.max(1)).max(1) as u64,
+    };
+    by_slice.min(by_checks)
 }
 
 /// The CLIF signature of a copy helper: `(dest, source, bytes)` for [`super::stream_copy`],
@@ -798,6 +804,31 @@ mod tests {
                 }
             }
             assert!(covered.iter().all(|&c| c), "{bytes}: not covered");
+        }
+    }
+
+    #[test]
+    fn unroll_factors_bound_the_checks_per_trip() {
+        // (slice bytes, coordinates) -> lookups per trip.
+        let cases = [
+            ((4, 1), 8),   // GatherElements, Gather of one element
+            ((4, 2), 8),   // an element GatherND over pairs (S8): 16 checks
+            ((4, 3), 2),   // 8 / 3
+            ((32, 2), 4),  // pairs selecting rows: 8 / 2
+            ((16, 17), 1), // a very long tuple still copies
+            ((60, 3), 2),  // S1's 60-byte slices: 8 / 3
+            ((128, 1), 4),
+            ((140, 1), 2),
+            ((512, 1), 2),
+            ((513, 1), 1),
+        ];
+        for ((slice_bytes, coordinates), expected) in cases {
+            let factor = unroll_factor(slice_bytes, coordinates);
+            assert_eq!(
+                factor, expected,
+                "slice {slice_bytes} B, {coordinates} coordinates"
+            );
+            assert!(factor.is_power_of_two());
         }
     }
 
