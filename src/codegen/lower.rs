@@ -813,6 +813,10 @@ mod tests {
         let cases = [
             ((4, 1), 8),   // GatherElements, Gather of one element
             ((4, 2), 8),   // an element GatherND over pairs (S8): 16 checks
+            ((2, 2), 8),   // pairs of 2-byte elements: one I16X8 vector per trip
+            ((8, 2), 8),   // pairs of 8-byte elements
+            ((16, 2), 8),  // the largest slice the pair exception covers
+            ((17, 2), 4),  // just past it: 8 / 2
             ((4, 3), 2),   // 8 / 3
             ((32, 2), 4),  // pairs selecting rows: 8 / 2
             ((16, 17), 1), // a very long tuple still copies
@@ -847,6 +851,21 @@ mod tests {
         let validated = signature.validate().expect("valid signature");
         let plan = Plan::new(&validated).expect("plan");
         crate::codegen::clif_text(&plan).expect("host ISA")
+    }
+
+    /// Cranelift's optimiser is off, so the lowering folds constant loop bounds itself: the
+    /// rows of Gather [3, 20] by [19] along axis 1 are an inner loop of constant extent 19,
+    /// unrolled by 8, whose back edge tests `stop <= 19 - 8` against the constant 11 (one
+    /// more full trip fits exactly when `stop <= 11`).
+    #[test]
+    fn an_unrolled_loop_of_constant_extent_tests_a_folded_bound() {
+        use crate::ir::Signature;
+        let text = clif(&Signature::gather(&[3, 20], &[19], 1, 0));
+        assert!(
+            text.lines()
+                .any(|line| line.contains("icmp ule") && line.ends_with(" = 11")),
+            "no `stop <= 11` back edge\n{text}"
+        );
     }
 
     #[test]

@@ -368,6 +368,54 @@ unsafe extern "C" fn stream_copy(dest: *mut u8, source: *const u8, len: usize) {
 mod tests {
     use super::*;
 
+    /// An inner loop whose constant bounds are empty (`0..0`) runs no iteration. `specialize`
+    /// never builds one (a zero dim makes the whole nest a single empty loop), so only a
+    /// hand-made plan reaches the lowering's test of constant bounds with `from >= to`.
+    #[test]
+    fn an_inner_loop_of_constant_empty_bounds_is_not_entered() {
+        use crate::ir::{IndexPolicy, IndexType, NegativeIndices, OutOfRange};
+        use crate::specialize::{Coordinate, Lookup, Loop};
+        let lp = |extent, indices_stride, output_stride| Loop {
+            extent,
+            data_stride: 0,
+            indices_stride,
+            output_stride,
+        };
+        // Outer loop 0..3 (its bounds are the call's), then 0..0, then a straight-line 0..5 of
+        // 4-byte slices; every index is out of range, so any lookup reports an error.
+        let plan = Plan {
+            loops: vec![lp(3, 0, 0), lp(0, 40, 20), lp(5, 8, 4)],
+            lookup: Lookup {
+                coordinates: vec![Coordinate {
+                    index_offset: 0,
+                    dim_size: 4,
+                    data_stride: 4,
+                }],
+                slice_bytes: 4,
+                streaming: false,
+            },
+            band: None,
+            index_type: IndexType::I64,
+            policy: IndexPolicy {
+                negative: NegativeIndices::Invalid,
+                out_of_range: OutOfRange::Error,
+            },
+            data_bytes: 16,
+            indices_bytes: 40,
+            output_bytes: 20,
+        };
+        let code = JitCode::compile(&plan).expect("compiles");
+        let data = [1u8; 16];
+        let indices: Vec<u8> = [99i64; 5].iter().flat_map(|i| i.to_ne_bytes()).collect();
+        let mut output = [0xA5u8; 20];
+        // SAFETY: if the empty loop were entered, each lookup reads within `indices` (5 tuples)
+        // and writes within `output` (5 slices): the outer loop's strides are 0.
+        let result =
+            unsafe { code.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr(), 0, 3) };
+        assert_eq!(result, Ok(()));
+        assert_eq!(output, [0xA5u8; 20], "nothing written");
+    }
+
     #[test]
     fn prefetch_copy_copies_whatever_next_points_at() {
         let source: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
