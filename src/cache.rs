@@ -5,7 +5,14 @@
 //! compiled exactly once while other signatures compile in parallel. When the cache is over
 //! capacity the least recently used slots are dropped; a kernel a caller still holds stays
 //! valid, and its code is freed when the last handle goes.
+//!
+//! Hits skip the lock: each thread keeps a view of the kernels it has been given (its own
+//! map, see [`ThreadView`]), valid while the cache's generation is unchanged. Any entry
+//! leaving the map (eviction, [`KernelCache::clear`]) bumps the generation, and a thread
+//! drops its stale view at its next request. A hit then costs a thread-local lookup and one
+//! `Arc` clone instead of a lock, so threads that share a cache do not queue on each other.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -28,18 +35,82 @@ enum State {
 
 struct Entry {
     state: State,
-    last_used: u64,
+    /// The [`KernelCache::clock`] of its latest use; shared with the thread views that hold
+    /// the kernel, whose hits stamp it without the lock.
+    last_used: Arc<AtomicU64>,
 }
 
-/// The map and the counters that change on every request, under one lock.
+/// The map and the counters that change on every request that takes the lock.
 #[derive(Default)]
 struct Entries {
     map: FxHashMap<Signature, Entry>,
-    clock: u64,
     hits: u64,
     misses: u64,
     evictions: u64,
 }
+
+/// The hit counters of the thread views of one cache.
+#[derive(Default)]
+struct ViewHits {
+    /// One per live view, each written only by its thread.
+    live: Vec<Arc<AtomicU64>>,
+    /// The hits of views whose thread has dropped them.
+    retired: u64,
+}
+
+impl ViewHits {
+    fn total(&self) -> u64 {
+        self.retired
+            + self
+                .live
+                .iter()
+                .map(|h| h.load(Ordering::Relaxed))
+                .sum::<u64>()
+    }
+
+    /// Folds the counters of dropped views (only this registry still holds them) into
+    /// `retired`, so the registry stays as long as the live views.
+    fn sweep(&mut self) {
+        let (dropped, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.live)
+            .into_iter()
+            .partition(|h| Arc::strong_count(h) == 1);
+        self.retired += dropped
+            .iter()
+            .map(|h| h.load(Ordering::Relaxed))
+            .sum::<u64>();
+        self.live = live;
+    }
+}
+
+/// One thread's view of one cache: the kernels the cache gave this thread while its
+/// generation was `generation`.
+struct ThreadView {
+    cache: u64,
+    generation: u64,
+    kernels: FxHashMap<Signature, Remembered>,
+    /// Hits answered from this view; registered in the cache's [`ViewHits`].
+    hits: Arc<AtomicU64>,
+}
+
+struct Remembered {
+    kernel: Arc<Kernel>,
+    last_used: Arc<AtomicU64>,
+}
+
+/// A ready entry as read under the map's lock, for [`KernelCache::remember`].
+struct Found {
+    kernel: Arc<Kernel>,
+    last_used: Arc<AtomicU64>,
+    generation: u64,
+}
+
+thread_local! {
+    /// This thread's views, one per cache it has used (usually one: the global cache).
+    static VIEWS: RefCell<Vec<ThreadView>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Source of [`KernelCache::id`]: unique for the process's life, unlike an address.
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Counters of a [`KernelCache`], read with [`KernelCache::stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,10 +131,19 @@ pub struct CacheStats {
 
 /// A thread-safe cache of compiled kernels keyed by the complete [`Signature`].
 pub struct KernelCache {
+    id: u64,
     entries: Mutex<Entries>,
     capacity: usize,
     compilations: AtomicU64,
     compile_nanos: AtomicU64,
+    /// Bumped (under the map's lock) whenever an entry leaves the map; thread views of an
+    /// older generation are stale.
+    generation: AtomicU64,
+    /// Advanced by 2 (under the map's lock) on every request that takes it and stamped on
+    /// the entry used. A hit through a thread view stamps `clock + 1`: later than every
+    /// locked request before it, so eviction stays least-recently-used at that grain.
+    clock: AtomicU64,
+    view_hits: Mutex<ViewHits>,
 }
 
 impl std::fmt::Debug for KernelCache {
@@ -88,10 +168,14 @@ impl KernelCache {
     /// An empty cache holding at most `capacity` kernels (at least one).
     pub fn new(capacity: usize) -> KernelCache {
         KernelCache {
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             entries: Mutex::new(Entries::default()),
             capacity: capacity.max(1),
             compilations: AtomicU64::new(0),
             compile_nanos: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            clock: AtomicU64::new(0),
+            view_hits: Mutex::new(ViewHits::default()),
         }
     }
 
@@ -106,6 +190,9 @@ impl KernelCache {
     /// # Errors
     /// The signature's validation error (not cached), or a code generation error.
     pub fn get(&self, signature: &Signature) -> Result<Arc<Kernel>> {
+        if let Some(kernel) = self.lookup_in_view(signature) {
+            return Ok(kernel);
+        }
         if let Some(kernel) = self.lookup(signature) {
             return Ok(kernel);
         }
@@ -115,15 +202,18 @@ impl KernelCache {
         let slot = {
             let mut guard = self.lock();
             let entries = &mut *guard;
-            entries.clock += 1;
-            let now = entries.clock;
+            let now = self.tick();
             match entries.map.get_mut(signature) {
                 // Another thread inserted it since `lookup`.
                 Some(entry) => {
-                    entry.last_used = now;
+                    entry.last_used.store(now, Ordering::Relaxed);
                     entries.hits += 1;
                     match &entry.state {
-                        State::Ready(kernel) => return Ok(Arc::clone(kernel)),
+                        State::Ready(kernel) => {
+                            let found = self.found(entry, kernel);
+                            drop(guard);
+                            return Ok(self.remember(signature, found));
+                        }
                         State::Compiling(slot) => Arc::clone(slot),
                     }
                 }
@@ -132,7 +222,7 @@ impl KernelCache {
                     let slot = Slot::default();
                     let entry = Entry {
                         state: State::Compiling(Arc::clone(&slot)),
-                        last_used: now,
+                        last_used: Arc::new(AtomicU64::new(now)),
                     };
                     entries.map.insert(signature.clone(), entry);
                     self.evict_over_capacity(entries);
@@ -154,34 +244,144 @@ impl KernelCache {
             .clone();
         if let Ok(kernel) = &result {
             // Later hits skip the slot. (The entry may have been evicted meanwhile.)
-            if let Some(entry) = self.lock().map.get_mut(signature) {
+            let mut guard = self.lock();
+            if let Some(entry) = guard.map.get_mut(signature) {
                 entry.state = State::Ready(Arc::clone(kernel));
+                let found = self.found(entry, kernel);
+                drop(guard);
+                self.remember(signature, found);
             }
         }
         result
     }
 
-    /// The fast path: a compiled kernel already in the map.
+    /// The fastest path: a kernel this thread was given before, while nothing has left the
+    /// map since. No lock, and no write to memory another thread writes to, except for a
+    /// fresher stamp on the entry's `last_used`.
+    fn lookup_in_view(&self, signature: &Signature) -> Option<Arc<Kernel>> {
+        // `try_*`: during thread teardown, or re-entered from a kernel's drop, the view is
+        // simply not used.
+        VIEWS
+            .try_with(|views| {
+                let mut views = views.try_borrow_mut().ok()?;
+                let at = views.iter().position(|view| view.cache == self.id)?;
+                if views[at].generation != self.generation.load(Ordering::Acquire) {
+                    // Stale: some entry left the map. Dropping the view frees what it held.
+                    let stale = views.swap_remove(at);
+                    drop(views);
+                    drop(stale);
+                    return None;
+                }
+                let view = &views[at];
+                let remembered = view.kernels.get(signature)?;
+                let stamp = self.clock.load(Ordering::Relaxed) + 1;
+                if remembered.last_used.load(Ordering::Relaxed) < stamp {
+                    remembered.last_used.store(stamp, Ordering::Relaxed);
+                }
+                // Only this thread writes its counter: no read-modify-write needed.
+                let hits = view.hits.load(Ordering::Relaxed);
+                view.hits.store(hits + 1, Ordering::Relaxed);
+                Some(Arc::clone(&remembered.kernel))
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// What [`KernelCache::remember`] needs of a ready entry; called under the map's lock, so
+    /// that `generation` is one in which the entry was in the map.
+    fn found(&self, entry: &Entry, kernel: &Arc<Kernel>) -> Found {
+        Found {
+            kernel: Arc::clone(kernel),
+            last_used: Arc::clone(&entry.last_used),
+            generation: self.generation.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Adds a kernel found in the map to this thread's view (unless the view has seen a
+    /// later generation) and returns it.
+    fn remember(&self, signature: &Signature, found: Found) -> Arc<Kernel> {
+        let Found {
+            kernel,
+            last_used,
+            generation,
+        } = found;
+        let _ = VIEWS.try_with(|views| {
+            let Ok(mut views) = views.try_borrow_mut() else {
+                return;
+            };
+            let at = match views.iter().position(|view| view.cache == self.id) {
+                Some(at) => at,
+                None => {
+                    // Views of dropped caches: their registry (the only other holder of
+                    // `hits`) is gone.
+                    views.retain(|view| Arc::strong_count(&view.hits) > 1);
+                    let hits = Arc::new(AtomicU64::new(0));
+                    let mut registry = self.view_hits.lock().unwrap_or_else(|p| p.into_inner());
+                    registry.sweep();
+                    registry.live.push(Arc::clone(&hits));
+                    drop(registry);
+                    views.push(ThreadView {
+                        cache: self.id,
+                        generation,
+                        kernels: FxHashMap::default(),
+                        hits,
+                    });
+                    views.len() - 1
+                }
+            };
+            let view = &mut views[at];
+            if generation != view.generation || view.kernels.len() >= self.capacity {
+                if generation < view.generation {
+                    return;
+                }
+                view.kernels.clear();
+                view.generation = generation;
+            }
+            view.kernels.insert(
+                signature.clone(),
+                Remembered {
+                    kernel: Arc::clone(&kernel),
+                    last_used,
+                },
+            );
+        });
+        kernel
+    }
+
+    /// The locked fast path: a compiled kernel already in the map (compiled by another
+    /// thread, or dropped from this thread's view).
     fn lookup(&self, signature: &Signature) -> Option<Arc<Kernel>> {
         let mut guard = self.lock();
         let entries = &mut *guard;
-        entries.clock += 1;
-        let now = entries.clock;
+        let now = self.tick();
         let entry = entries.map.get_mut(signature)?;
         let State::Ready(kernel) = &entry.state else {
             return None;
         };
-        entry.last_used = now;
-        let kernel = Arc::clone(kernel);
+        entry.last_used.store(now, Ordering::Relaxed);
+        let found = self.found(entry, kernel);
         entries.hits += 1;
-        Some(kernel)
+        drop(guard);
+        Some(self.remember(signature, found))
+    }
+
+    /// Advances the clock; called with the map's lock held.
+    fn tick(&self) -> u64 {
+        let now = self.clock.load(Ordering::Relaxed) + 2;
+        self.clock.store(now, Ordering::Relaxed);
+        now
     }
 
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let entries = self.lock();
+        let view_hits = self
+            .view_hits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .total();
         CacheStats {
-            hits: entries.hits,
+            hits: entries.hits + view_hits,
             misses: entries.misses,
             compilations: self.compilations.load(Ordering::Relaxed),
             evictions: entries.evictions,
@@ -195,9 +395,23 @@ impl KernelCache {
         self.capacity
     }
 
-    /// Drops every entry (kernels still held elsewhere stay valid).
+    /// Drops every entry. Kernels still held elsewhere stay valid; those held by other
+    /// threads' views are released at those threads' next request to this cache.
     pub fn clear(&self) {
-        self.lock().map.clear();
+        let mut entries = self.lock();
+        entries.map.clear();
+        self.generation.fetch_add(1, Ordering::Release);
+        drop(entries);
+        // This thread's view goes now; other threads' at their next request.
+        let _ = VIEWS.try_with(|views| {
+            let Ok(mut views) = views.try_borrow_mut() else {
+                return;
+            };
+            let dropped: Vec<ThreadView> =
+                views.extract_if(.., |view| view.cache == self.id).collect();
+            drop(views);
+            drop(dropped);
+        });
     }
 
     fn lock(&self) -> MutexGuard<'_, Entries> {
@@ -211,11 +425,12 @@ impl KernelCache {
             let oldest = entries
                 .map
                 .iter()
-                .min_by_key(|(_, e)| e.last_used)
+                .min_by_key(|(_, e)| e.last_used.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
             let Some(key) = oldest else { break };
             entries.map.remove(&key);
             entries.evictions += 1;
+            self.generation.fetch_add(1, Ordering::Release);
         }
     }
 }

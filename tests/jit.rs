@@ -295,6 +295,106 @@ fn cache_evicts_least_recently_used_and_held_kernels_stay_valid() {
     assert_eq!(out.iter().copied().collect::<Vec<_>>(), vec![3.0, 4.0]);
 }
 
+/// Hits are answered from a per-thread view of the cache: it must not keep evicted or cleared
+/// kernels alive (the calling thread's view goes at once, another thread's at its next
+/// request), and hits through it still refresh the LRU order and are counted.
+#[test]
+fn cache_thread_views_release_evicted_kernels_and_count_hits() {
+    let cache = Arc::new(KernelCache::new(2));
+    let sig = |n: usize| Signature::gather(&[n, 2], &[1], 0, 0);
+    let held = cache.get(&sig(2)).expect("kernel");
+    for _ in 0..5 {
+        cache.get(&sig(2)).expect("hit");
+    }
+    assert_eq!(cache.stats().hits, 5);
+    // The map and this thread's view hold it besides `held`.
+    assert_eq!(Arc::strong_count(&held), 3);
+    cache.clear();
+    assert_eq!(
+        Arc::strong_count(&held),
+        1,
+        "clear releases this thread's view"
+    );
+
+    // Another thread's view: released at that thread's next request after an eviction.
+    let held = cache.get(&sig(2)).expect("kernel");
+    let (ask, asked) = std::sync::mpsc::channel::<usize>();
+    let (answer, answered) = std::sync::mpsc::channel::<()>();
+    let worker = {
+        let cache = Arc::clone(&cache);
+        std::thread::spawn(move || {
+            for n in asked {
+                cache.get(&sig(n)).expect("kernel");
+                answer.send(()).expect("main waits");
+            }
+        })
+    };
+    let request = |n: usize| {
+        ask.send(n).expect("worker runs");
+        answered.recv().expect("worker answers");
+    };
+    request(2);
+    assert_eq!(Arc::strong_count(&held), 4, "map, two views, `held`");
+    // 3 and 4 evict 2 (its last use, the worker's request, is older than 3's miss).
+    cache.get(&sig(3)).expect("kernel");
+    cache.get(&sig(4)).expect("kernel");
+    assert_eq!(cache.stats().evictions, 1);
+    assert_eq!(
+        Arc::strong_count(&held),
+        2,
+        "this thread's view went at its request"
+    );
+    // Without the generation check the worker's view would answer with the evicted kernel.
+    let compiled = cache.stats().compilations;
+    request(2);
+    assert_eq!(
+        Arc::strong_count(&held),
+        1,
+        "the worker's view went at its request"
+    );
+    assert_eq!(
+        cache.stats().compilations,
+        compiled + 1,
+        "2 was compiled afresh"
+    );
+    drop(ask);
+    worker.join().expect("worker");
+
+    // A hit through the view refreshes the LRU order: 3 and 4 miss (4 later), then 3 hits
+    // through this thread's view, so 5 evicts 4.
+    cache.clear();
+    cache.get(&sig(3)).expect("kernel");
+    cache.get(&sig(4)).expect("kernel");
+    cache.get(&sig(3)).expect("hit through the view");
+    let compiled = cache.stats().compilations;
+    cache.get(&sig(5)).expect("kernel");
+    cache.get(&sig(3)).expect("still cached");
+    assert_eq!(
+        cache.stats().compilations,
+        compiled + 1,
+        "3 was not evicted"
+    );
+    cache.get(&sig(4)).expect("recompiled");
+    assert_eq!(cache.stats().compilations, compiled + 2, "4 was evicted");
+}
+
+/// A thread's views of dropped caches do not keep their kernels alive once it uses another.
+#[test]
+fn dropped_caches_leave_no_kernels_behind_in_thread_views() {
+    let first = KernelCache::new(4);
+    let sig = Signature::gather(&[3, 2], &[1], 0, 0);
+    let held = first.get(&sig).expect("kernel");
+    drop(first);
+    assert_eq!(
+        Arc::strong_count(&held),
+        2,
+        "this thread's view of the dropped cache"
+    );
+    let second = KernelCache::new(4);
+    second.get(&sig).expect("kernel");
+    assert_eq!(Arc::strong_count(&held), 1, "the stale view was swept");
+}
+
 #[test]
 fn invalid_signatures_do_not_enter_the_cache() {
     let cache = KernelCache::new(8);
@@ -449,4 +549,38 @@ fn streaming_copies_match_plain_row_copies() {
             );
         }
     }
+}
+
+/// `Signature`'s hand-written `PartialEq` and `Hash` (cheaper for cache hits than derived):
+/// a difference in any one field, or a dim moved from one shape to the other, makes a
+/// different key; equal signatures hash alike.
+#[test]
+fn signatures_differing_in_any_field_are_different_cache_keys() {
+    use std::collections::HashSet;
+    use std::hash::BuildHasher;
+    let base = Signature::gather(&[4, 3], &[2], 0, 0);
+    let variants = [
+        base.clone(),
+        Signature::gather(&[4, 3], &[2], 1, 0),
+        Signature::gather(&[4, 3], &[2], 0, -1),
+        Signature::gather_elements(&[4, 3], &[2], 0),
+        Signature::gather_nd(&[4, 3], &[2], 0),
+        base.clone().with_flavor(Flavor::OpenvinoGather8),
+        base.clone().with_out_of_range(OutOfRange::Zero),
+        base.clone().with_dtype(DType::F64),
+        base.clone().with_index_type(IndexType::I32),
+        Signature::gather(&[4, 4], &[2], 0, 0),
+        Signature::gather(&[4, 3, 1], &[2], 0, 0),
+        Signature::gather(&[4], &[3, 2], 0, 0),
+        Signature::gather(&[4, 3, 2], &[], 0, 0),
+    ];
+    for (i, a) in variants.iter().enumerate() {
+        for (j, b) in variants.iter().enumerate() {
+            assert_eq!(a == b, i == j, "{a} vs {b}");
+        }
+    }
+    let state = std::hash::RandomState::new();
+    assert_eq!(state.hash_one(&base), state.hash_one(base.clone()));
+    let hashes: HashSet<u64> = variants.iter().map(|s| state.hash_one(s)).collect();
+    assert_eq!(hashes.len(), variants.len(), "no collisions among these");
 }

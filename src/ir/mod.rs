@@ -499,7 +499,7 @@ impl fmt::Display for IndexType {
 /// Buffers are C-contiguous (row-major) and native-endian. Build one with
 /// [`Signature::gather`], [`Signature::gather_elements`] or [`Signature::gather_nd`], then adjust
 /// with the `with_*` methods; the policy starts as the flavor's default.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Eq)]
 pub struct Signature {
     /// The operator and its raw attributes.
     pub op: Op,
@@ -515,6 +515,39 @@ pub struct Signature {
     pub data_shape: Vec<usize>,
     /// Shape of `indices`.
     pub indices_shape: Vec<usize>,
+}
+
+// A cache hit hashes and compares one signature per request: dims go one word at a time (the
+// derived impls hash a shape as a byte string and compare it with a `memcmp` call, both slower
+// for shapes of a few dims).
+impl PartialEq for Signature {
+    fn eq(&self, other: &Signature) -> bool {
+        let same_dims =
+            |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+        self.op == other.op
+            && self.flavor == other.flavor
+            && self.policy == other.policy
+            && self.dtype == other.dtype
+            && self.index_type == other.index_type
+            && same_dims(&self.data_shape, &other.data_shape)
+            && same_dims(&self.indices_shape, &other.indices_shape)
+    }
+}
+
+impl std::hash::Hash for Signature {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.op.hash(state);
+        self.flavor.hash(state);
+        self.policy.hash(state);
+        self.dtype.hash(state);
+        self.index_type.hash(state);
+        for shape in [&self.data_shape, &self.indices_shape] {
+            state.write_usize(shape.len());
+            for &dim in shape {
+                state.write_usize(dim);
+            }
+        }
+    }
 }
 
 impl Signature {
