@@ -603,6 +603,25 @@ def header(binary: Path, versions: dict[str, str], broken: dict[str, str]) -> st
     return "\n".join(out)
 
 
+def huge_pages_note() -> str:
+    """The kernel's THP mode and whether numpy advises huge pages for its large arrays (as
+    `gather-jit bench` does unless `--no-huge-pages`): where the mode is `madvise`, a gather
+    over a large table runs measurably faster with the advice."""
+    try:
+        modes = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().split()
+        mode = next((m.strip("[]") for m in modes if m.startswith("[")), "unknown")
+    except OSError:
+        mode = "unknown"
+    try:
+        from numpy._core import multiarray
+
+        advised = multiarray._set_madvise_hugepage(True)  # returns the previous setting
+        multiarray._set_madvise_hugepage(advised)
+    except (ImportError, AttributeError):
+        advised = "unknown"
+    return f"THP mode {mode}; numpy advises its arrays of 4 MiB or more: {advised}; gather-jit bench: yes"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="all", help="comma-separated, e.g. S1,S5 (default all)")
@@ -645,6 +664,7 @@ def main() -> int:
 
     print(header(args.gather_jit, versions, broken))
     print(f"load average at start {start_load[0]:.2f}, at end {os.getloadavg()[0]:.2f} (1 min)")
+    print(f"huge pages: {huge_pages_note()}")
     floor = median_ns(lambda: None, min(args.repeat_seconds, 0.2))
     print(f"harness floor: one call of an empty Python function in the timing loop {floor:.0f} ns")
     print()

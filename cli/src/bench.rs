@@ -9,6 +9,7 @@ use gather_jit::{Kernel, KernelCache, Tuning};
 use serde_json::json;
 
 use crate::failure::Result;
+use crate::hugepages;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::random::{self, XorShift};
 use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
@@ -56,6 +57,11 @@ pub struct BenchArgs {
     /// of the time is cache misses on data: compare with and without)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     index_limit: Option<u64>,
+    /// Do not advise huge pages for buffers of 4 MiB or more (by default they are, as numpy
+    /// does for its arrays, so that the peers of benches/peers/compare.py and this bench
+    /// read memory backed alike)
+    #[arg(long)]
+    no_huge_pages: bool,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -103,6 +109,11 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let mut rng = XorShift::new(args.seed);
     let (data, indices) =
         random::inputs_below(&validated, &mut rng, args.index_limit.unwrap_or(u64::MAX))?;
+    let huge = !args.no_huge_pages;
+    let (data, indices) = (
+        hugepages::copied(&data, huge),
+        hugepages::copied(&indices, huge),
+    );
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
@@ -137,15 +148,15 @@ pub fn main(args: &BenchArgs) -> Result<()> {
 
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
-    let mut output = vec![0u8; output_bytes];
+    let mut output = hugepages::zeroed(output_bytes, huge);
     kernel.run_bytes_parallel(&data, &indices, &mut output, threads as usize)?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
         let _ =
             kernel.run_bytes_parallel(&data, &indices, black_box(&mut output), threads as usize);
     });
-    let source = random::bytes(output_bytes, &mut rng);
-    let mut copy = vec![0u8; output_bytes];
+    let source = hugepages::copied(&random::bytes(output_bytes, &mut rng), huge);
+    let mut copy = hugepages::zeroed(output_bytes, huge);
     let memcpy = measure(budget, || {
         split(black_box(&mut copy), threads_used, |d, at| {
             d.copy_from_slice(&source[at..at + d.len()]);
@@ -174,6 +185,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "output_shape": validated.output_shape(),
             "seed": args.seed,
             "index_limit": args.index_limit,
+            "huge_pages": huge,
             "threads": args.threads,
             "threads_used": threads_used,
             "outer_extent": kernel.outer_extent(),

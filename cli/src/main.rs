@@ -17,6 +17,7 @@ mod bench;
 mod demo;
 mod explain;
 mod failure;
+mod hugepages;
 mod layer;
 mod npy;
 mod opargs;
