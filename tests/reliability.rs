@@ -164,6 +164,57 @@ fn eight_threads_share_one_cache_and_compile_each_signature_once() {
     assert_eq!(stats.entries as u64, distinct, "{stats:?}");
 }
 
+/// 4 threads request 12 signatures from a cache of capacity 3, so entries are evicted all the
+/// time and every thread's view keeps going stale: each request still returns the kernel of
+/// its own signature (checked against the interpreter), every request is counted once, and
+/// the cache stays within capacity.
+#[test]
+fn thread_views_stay_correct_under_constant_eviction() {
+    const THREADS: usize = 4;
+    const REQUESTS: usize = 120;
+    let pool = Arc::new(signature_pool(12));
+    let cache = Arc::new(KernelCache::new(3));
+    let (done, finished) = mpsc::channel();
+    let handles = (0..THREADS)
+        .map(|t| {
+            let (pool, cache, done) = (pool.clone(), cache.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = XorShift::new(t as u64 + 40);
+                for round in 0..REQUESTS {
+                    // Runs of repeats (hits through the view) between random jumps.
+                    let k = if round % 3 == 0 {
+                        rng.below(pool.len() as u64) as usize
+                    } else {
+                        (t + round / 3) % pool.len()
+                    };
+                    let sig = &pool[k];
+                    let kernel = cache.get(sig).expect("valid signature");
+                    assert_eq!(kernel.signature(), sig);
+                    if round % 10 == 0 {
+                        let indices = indices_for(sig, &mut rng);
+                        run_and_check(&kernel, &data_for(sig, k as u8), &indices);
+                    }
+                }
+                done.send(()).expect("main thread waits");
+            })
+        })
+        .collect();
+    join_within(handles, &finished, Duration::from_secs(120));
+    let stats = cache.stats();
+    assert_eq!(
+        stats.hits + stats.misses,
+        (THREADS * REQUESTS) as u64,
+        "{stats:?}"
+    );
+    assert!(stats.entries <= 3, "{stats:?}");
+    assert!(stats.evictions > 0, "{stats:?}");
+    assert_eq!(
+        stats.entries as u64,
+        stats.misses - stats.evictions,
+        "{stats:?}"
+    );
+}
+
 /// One kernel, called from 8 threads at once: whole gathers on different indices, and
 /// disjoint `call_range` pieces of one gather writing into one shared output.
 #[test]
