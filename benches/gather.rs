@@ -39,6 +39,13 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     group.bench_function("cache_hit", |b| {
         b.iter(|| cache.get(black_box(sig)).expect("cached"))
     });
+    group.bench_function("cache_hit_lent", |b| {
+        b.iter(|| {
+            cache
+                .with(black_box(sig), |kernel| black_box(kernel).code_bytes())
+                .expect("cached")
+        })
+    });
     group.bench_function("jit", |b| {
         b.iter(|| {
             // SAFETY: buffers sized for the signature by `random_inputs` and `output_bytes`.

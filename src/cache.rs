@@ -10,7 +10,8 @@
 //! map, see [`ThreadView`]), valid while the cache's generation is unchanged. Any entry
 //! leaving the map (eviction, [`KernelCache::clear`]) bumps the generation, and a thread
 //! drops its stale view at its next request. A hit then costs a thread-local lookup and one
-//! `Arc` clone instead of a lock, so threads that share a cache do not queue on each other.
+//! `Arc` clone instead of a lock, so threads that share a cache do not queue on each other;
+//! [`KernelCache::with`] lends the kernel to a closure and saves the clone too.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -190,7 +191,7 @@ impl KernelCache {
     /// # Errors
     /// The signature's validation error (not cached), or a code generation error.
     pub fn get(&self, signature: &Signature) -> Result<Arc<Kernel>> {
-        if let Some(kernel) = self.lookup_in_view(signature) {
+        if let Some(kernel) = self.in_view(signature, Arc::clone) {
             return Ok(kernel);
         }
         if let Some(kernel) = self.lookup(signature) {
@@ -255,12 +256,35 @@ impl KernelCache {
         result
     }
 
+    /// Calls `f` with the kernel for `signature`, compiling it on first use.
+    ///
+    /// The cheapest way to reach a cached kernel: a hit from this thread's view lends the
+    /// kernel without touching its reference count (two atomic read-modify-writes that
+    /// [`KernelCache::get`] pays for the `Arc` it returns). Requests to any cache made from
+    /// inside `f` still work but take the locked path.
+    ///
+    /// # Errors
+    /// As [`KernelCache::get`]; `f` is not called then.
+    pub fn with<R>(&self, signature: &Signature, f: impl FnOnce(&Kernel) -> R) -> Result<R> {
+        let mut f = Some(f);
+        let hit = self.in_view(signature, |kernel| f.take().map(|f| f(kernel)));
+        match (hit.flatten(), f) {
+            (Some(result), _) => Ok(result),
+            (None, Some(f)) => Ok(f(&*self.get(signature)?)),
+            (None, None) => unreachable!("the view takes `f` only when it returns its result"),
+        }
+    }
+
     /// The fastest path: a kernel this thread was given before, while nothing has left the
-    /// map since. No lock, and no write to memory another thread writes to, except for a
-    /// fresher stamp on the entry's `last_used`.
-    fn lookup_in_view(&self, signature: &Signature) -> Option<Arc<Kernel>> {
-        // `try_*`: during thread teardown, or re-entered from a kernel's drop, the view is
-        // simply not used.
+    /// map since, passed to `use_kernel` (whose result is returned). No lock, and no write to
+    /// memory another thread writes to, except for a fresher stamp on the entry's `last_used`.
+    fn in_view<R>(
+        &self,
+        signature: &Signature,
+        use_kernel: impl FnOnce(&Arc<Kernel>) -> R,
+    ) -> Option<R> {
+        // `try_*`: during thread teardown, or re-entered from a kernel's drop or from
+        // `with`'s closure, the view is simply not used.
         VIEWS
             .try_with(|views| {
                 let mut views = views.try_borrow_mut().ok()?;
@@ -281,7 +305,7 @@ impl KernelCache {
                 // Only this thread writes its counter: no read-modify-write needed.
                 let hits = view.hits.load(Ordering::Relaxed);
                 view.hits.store(hits + 1, Ordering::Relaxed);
-                Some(Arc::clone(&remembered.kernel))
+                Some(use_kernel(&remembered.kernel))
             })
             .ok()
             .flatten()

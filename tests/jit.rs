@@ -396,6 +396,60 @@ fn dropped_caches_leave_no_kernels_behind_in_thread_views() {
 }
 
 #[test]
+fn with_lends_the_cached_kernel_without_cloning_it() {
+    let cache = KernelCache::new(4);
+    let sig = Signature::gather(&[3, 2], &[2], 0, 0);
+    let data = array![[1.0f32, 2.0], [3.0, 4.0], [5.0, 6.0]].into_dyn();
+    let rows = array![2i64, 0].into_dyn();
+    let gathered = |kernel: &Kernel| {
+        let out: ArrayD<f32> = kernel.run(data.view(), rows.view()).expect("runs");
+        out.iter().copied().collect::<Vec<f32>>()
+    };
+    // First use compiles.
+    let first = cache.with(&sig, |kernel| {
+        assert_eq!(kernel.signature(), &sig);
+        gathered(kernel)
+    });
+    assert_eq!(first.expect("compiles"), take_rows(&data, &[2, 0]));
+    assert_eq!((cache.stats().misses, cache.stats().compilations), (1, 1));
+
+    // Hits lend the very kernel `get` returns, without a reference of their own.
+    let held = cache.get(&sig).expect("kernel");
+    let count = Arc::strong_count(&held);
+    for _ in 0..3 {
+        let lent = cache.with(&sig, |kernel| {
+            (std::ptr::eq(kernel, &*held), Arc::strong_count(&held))
+        });
+        assert_eq!(lent.expect("hit"), (true, count));
+    }
+    assert_eq!(cache.stats().hits, 4);
+    assert_eq!(cache.stats().compilations, 1);
+
+    // The cache still answers from inside the closure (by its locked path).
+    let other = Signature::gather(&[4, 2], &[1], 0, 0);
+    let nested = cache.with(&sig, |_| {
+        let inner = cache.with(&other, |kernel| kernel.signature().clone());
+        let again = cache.get(&sig).map(|kernel| Arc::ptr_eq(&kernel, &held));
+        (inner.expect("compiles"), again.expect("hit"))
+    });
+    assert_eq!(nested.expect("hit"), (other.clone(), true));
+
+    // After a clear the old kernel is not lent again.
+    cache.clear();
+    let fresh = cache.with(&sig, |kernel| std::ptr::eq(kernel, &*held));
+    assert_eq!(fresh.expect("compiles"), false);
+
+    // Errors: the closure is not called.
+    let invalid = Signature::gather(&[3, 2], &[2], 5, 0);
+    let mut called = false;
+    assert!(matches!(
+        cache.with(&invalid, |_| called = true),
+        Err(Error::AxisOutOfRange { axis: 5, .. })
+    ));
+    assert!(!called);
+}
+
+#[test]
 fn invalid_signatures_do_not_enter_the_cache() {
     let cache = KernelCache::new(8);
     let err = cache
@@ -583,4 +637,26 @@ fn signatures_differing_in_any_field_are_different_cache_keys() {
     assert_eq!(state.hash_one(&base), state.hash_one(base.clone()));
     let hashes: HashSet<u64> = variants.iter().map(|s| state.hash_one(s)).collect();
     assert_eq!(hashes.len(), variants.len(), "no collisions among these");
+
+    // The hash folds a signature into one word first: a dim that varies (a dynamic batch or
+    // sequence length), in any position, or two dims trading places, must not collide there.
+    let rank4 = |dims: [usize; 4]| Signature::gather(&dims, &[7, 5], 1, 0);
+    for position in 0..4 {
+        let hashes: HashSet<u64> = (0..4096)
+            .map(|n| {
+                let mut dims = [6, 12, 10, 24];
+                dims[position] = n;
+                state.hash_one(rank4(dims))
+            })
+            .collect();
+        assert_eq!(hashes.len(), 4096, "dim {position} varying");
+    }
+    let swapped = [
+        [6, 12, 10, 24],
+        [12, 6, 10, 24],
+        [6, 12, 24, 10],
+        [24, 12, 10, 6],
+    ];
+    let hashes: HashSet<u64> = swapped.map(|dims| state.hash_one(rank4(dims))).into();
+    assert_eq!(hashes.len(), swapped.len(), "dims trading places");
 }

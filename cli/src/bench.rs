@@ -145,6 +145,13 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let cache_hit = measure(budget.min(Duration::from_millis(50)), || {
         black_box(cache.get(black_box(&sig)).is_ok());
     });
+    let cache_hit_lent = measure(budget.min(Duration::from_millis(50)), || {
+        black_box(
+            cache
+                .with(black_box(&sig), |kernel| black_box(kernel).code_bytes())
+                .is_ok(),
+        );
+    });
 
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
@@ -194,6 +201,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "first_compile_ns": nanos(first_compile),
             "kernel_compile_ns": nanos(kernel.compile_time()),
             "cache_hit_ns": cache_hit.median,
+            "cache_hit_lent_ns": cache_hit_lent.median,
             "samples": jit.samples,
             "calls_per_sample": jit.calls_per_sample,
             "median_ns": jit.median,
@@ -218,10 +226,11 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         println!("indices       all below {limit} (a corner of data)");
     }
     println!(
-        "compile       {} median, first {} (cache hit {})",
+        "compile       {} median, first {} (cache hit {}, lent {})",
         human_time(ns(compile)),
         human_time(first_compile),
-        human_time(ns(cache_hit.median))
+        human_time(ns(cache_hit.median)),
+        human_time(ns(cache_hit_lent.median))
     );
     println!(
         "per call      median {}, min {}, max {} ({} samples x {} calls, {} thread{})",

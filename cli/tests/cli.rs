@@ -517,6 +517,7 @@ fn bench_json_reports_times_in_nanoseconds() {
     for field in [
         "compile_ns",
         "cache_hit_ns",
+        "cache_hit_lent_ns",
         "median_ns",
         "min_ns",
         "max_ns",
