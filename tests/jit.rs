@@ -437,7 +437,7 @@ fn with_lends_the_cached_kernel_without_cloning_it() {
     // After a clear the old kernel is not lent again.
     cache.clear();
     let fresh = cache.with(&sig, |kernel| std::ptr::eq(kernel, &*held));
-    assert_eq!(fresh.expect("compiles"), false);
+    assert!(!fresh.expect("compiles"), "the cleared kernel was lent");
 
     // Errors: the closure is not called.
     let invalid = Signature::gather(&[3, 2], &[2], 5, 0);
@@ -447,6 +447,54 @@ fn with_lends_the_cached_kernel_without_cloning_it() {
         Err(Error::AxisOutOfRange { axis: 5, .. })
     ));
     assert!(!called);
+}
+
+/// `with` lends from this thread's view only while nothing has left the cache since: a kernel
+/// evicted by another thread is never lent, and the view holding it goes at this request.
+#[test]
+fn with_never_lends_a_kernel_evicted_by_another_thread() {
+    let cache = KernelCache::new(1);
+    let sig = |n: usize| Signature::gather(&[n, 2], &[1], 0, 0);
+    let held = cache.get(&sig(2)).expect("kernel");
+    let lent = cache.with(&sig(2), |kernel| std::ptr::eq(kernel, &*held));
+    assert!(lent.expect("hit"), "lent from this thread's view");
+    std::thread::scope(|s| {
+        s.spawn(|| cache.get(&sig(3)).expect("kernel evicts 2"));
+    });
+    assert_eq!(cache.stats().evictions, 1);
+    assert_eq!(
+        Arc::strong_count(&held),
+        2,
+        "`held` and this thread's stale view"
+    );
+    let lent = cache.with(&sig(2), |kernel| std::ptr::eq(kernel, &*held));
+    assert!(!lent.expect("compiles"), "the evicted kernel was lent");
+    assert_eq!(Arc::strong_count(&held), 1, "the stale view went");
+    assert_eq!(cache.stats().compilations, 3);
+}
+
+/// A panic in `with`'s closure leaves the thread's view usable: later hits are still lent from
+/// it (no `Arc` clone) and counted.
+#[test]
+fn with_survives_a_panicking_closure() {
+    let cache = KernelCache::new(4);
+    let sig = Signature::gather(&[3, 2], &[2], 0, 0);
+    let held = cache.get(&sig).expect("kernel");
+    let count = Arc::strong_count(&held);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.with(&sig, |_| panic!("a panicking closure"))
+    }));
+    assert!(caught.is_err());
+    let lent = cache.with(&sig, |kernel| {
+        (std::ptr::eq(kernel, &*held), Arc::strong_count(&held))
+    });
+    assert_eq!(
+        lent.expect("hit"),
+        (true, count),
+        "lent from the view again"
+    );
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses, stats.compilations), (2, 1, 1));
 }
 
 #[test]
@@ -659,4 +707,51 @@ fn signatures_differing_in_any_field_are_different_cache_keys() {
     ];
     let hashes: HashSet<u64> = swapped.map(|dims| state.hash_one(rank4(dims))).into();
     assert_eq!(hashes.len(), swapped.len(), "dims trading places");
+}
+
+/// The hash the cache's map really uses (Fx over the folded signature) tells apart signatures
+/// that differ only in the indices' dims, or by dims moving within or between the two shapes,
+/// and spreads a dynamic batch x sequence grid over a table's buckets like a random hash.
+#[test]
+fn signature_hashes_separate_indices_dims_permutations_and_dynamic_grids() {
+    use std::collections::HashSet;
+    use std::hash::BuildHasher;
+    let state = rustc_hash::FxBuildHasher;
+    let split = |dims: [usize; 6]| Signature::gather(&dims[..4], &dims[4..], 1, 0);
+
+    // Every ordering of six distinct dims over data (rank 4) and indices (rank 2).
+    let dims = [6, 12, 10, 24, 7, 5];
+    let mut orders = Vec::new();
+    for code in 0..6usize.pow(6) {
+        let picks: [usize; 6] = std::array::from_fn(|i| code / 6usize.pow(i as u32) % 6);
+        if (0..6).all(|i| !picks[..i].contains(&picks[i])) {
+            orders.push(picks.map(|p| dims[p]));
+        }
+    }
+    assert_eq!(orders.len(), 720);
+    let hashes: HashSet<u64> = orders.iter().map(|&d| state.hash_one(split(d))).collect();
+    assert_eq!(hashes.len(), orders.len(), "dims trading places");
+
+    // One indices dim varying.
+    for position in 4..6 {
+        let hashes: HashSet<u64> = (0..4096)
+            .map(|n| {
+                let mut varied = dims;
+                varied[position] = n;
+                state.hash_one(split(varied))
+            })
+            .collect();
+        assert_eq!(hashes.len(), 4096, "indices dim {} varying", position - 4);
+    }
+
+    // An embedding lookup with dynamic batch and sequence: no two collide, and the low bits
+    // (hashbrown's bucket index) fill a 2^16-bucket table as a random hash would (25,787
+    // buckets expected for 32,768 keys; a hash with constant low bits fills one).
+    let grid: Vec<u64> = (1..=64)
+        .flat_map(|batch| (1..=512).map(move |seq| (batch, seq)))
+        .map(|(batch, seq)| state.hash_one(Signature::gather(&[32000, 768], &[batch, seq], 0, 0)))
+        .collect();
+    assert_eq!(grid.iter().collect::<HashSet<_>>().len(), grid.len());
+    let buckets: HashSet<u64> = grid.iter().map(|h| h & 0xffff).collect();
+    assert!(buckets.len() > 24_000, "{} buckets used", buckets.len());
 }
