@@ -426,7 +426,8 @@ impl KernelCache {
         entries.map.clear();
         self.generation.fetch_add(1, Ordering::Release);
         drop(entries);
-        // This thread's view goes now; other threads' at their next request.
+        // This thread's view goes now (unless it is borrowed: inside `with`'s closure or a
+        // kernel's drop, then at its next request, as other threads' views).
         let _ = VIEWS.try_with(|views| {
             let Ok(mut views) = views.try_borrow_mut() else {
                 return;
