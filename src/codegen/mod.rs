@@ -284,18 +284,21 @@ extern "C" fn prefetch_rows(
     output: *const u8,
     output_bytes: usize,
 ) {
-    prefetch_lines::<false>(indices, indices_bytes);
-    prefetch_lines::<true>(output, output_bytes);
+    prefetch_lines::<false>(indices, indices_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
+    prefetch_lines::<true>(output, output_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
 }
 
-/// Prefetches the cache lines of the first `bytes` (at most [`PREFETCH_LIMIT_BYTES`]) from
-/// `start`, for writing when `FOR_WRITE` (`prefetchw`). Any address will do: prefetches never
+/// At most this many bytes of a band row's indices and output are prefetched by
+/// [`prefetch_rows`].
+const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
+
+/// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE` (`prefetchw`). Any address will do: prefetches never
 /// fault. A no-op off x86-64.
 fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        for line in (0..bytes.min(PREFETCH_LIMIT_BYTES)).step_by(64) {
+        for line in (0..bytes).step_by(64) {
             let address = start.wrapping_add(line).cast::<i8>();
             // SAFETY: a prefetch is only a hint: it never faults, whatever the address
             // (`wrapping_add` keeps the pointer arithmetic itself defined); SSE is part of
@@ -314,8 +317,10 @@ fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
-/// the hardware prefetcher has long caught on.
-const PREFETCH_LIMIT_BYTES: usize = 4096;
+/// the hardware prefetcher catches on by itself. Prefetching more measured slower: against
+/// 4 KiB, 1 KiB took S5 (3 KiB rows) 0.91-0.94x in 50 alternating pairs and 16 KiB rows
+/// 0.95x, 2 KiB rows unchanged (docs/performance.md).
+const PREFETCH_LIMIT_BYTES: usize = 1024;
 
 /// Copies `len` bytes from `source` to `dest` (a plain `memcpy`), first asking the CPU to
 /// bring the start of `next` (the slice the following lookup copies) into the cache, so that
@@ -326,7 +331,7 @@ const PREFETCH_LIMIT_BYTES: usize = 4096;
 /// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
 /// `next` may be any address: prefetches never fault.
 unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize, next: *const u8) {
-    prefetch_lines::<false>(next, len);
+    prefetch_lines::<false>(next, len.min(PREFETCH_LIMIT_BYTES));
     // SAFETY: forwarded from this function's contract.
     unsafe { std::ptr::copy_nonoverlapping(source, dest, len) };
 }
