@@ -2,7 +2,8 @@
 # Alternating A/B of two builds of the CLI on one `gather-jit bench` case, for differences
 # smaller than this kind of machine's drift (which moves one binary's median by 30 % within
 # minutes). Each pair runs both binaries back to back on core 1, in alternating order; prints
-# both medians, how often NEW was faster, and the quartiles of NEW/OLD per pair.
+# both medians, how often NEW was faster, and the quartiles of NEW/OLD per pair. FIELD picks
+# the JSON field compared (default `median_ns`, the call; `compile_ns` for compile times).
 #
 #   cargo build --release -p gather-jit-cli && cp target/release/gather-jit /tmp/gj-old
 #   (change something) cargo build --release -p gather-jit-cli
@@ -15,7 +16,7 @@ if [ $# -lt 4 ]; then
 fi
 old=$1 new=$2 pairs=$3
 shift 3
-median='import json, sys; print(json.load(sys.stdin)["median_ns"] / 1e3)'
+median="import json, sys; print(json.load(sys.stdin)['${FIELD:-median_ns}'] / 1e3)"
 for pair in $(seq 1 "$pairs"); do
   if [ $((pair % 2)) = 0 ]; then
     o=$(taskset -c 1 "$old" bench "$@" --json | python3 -c "$median")
