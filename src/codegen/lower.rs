@@ -533,7 +533,8 @@ impl Lowering<'_> {
 
     /// One compare-and-branch per coordinate (x64 fuses each pair): every index `<u dim` goes
     /// on in a new block, any other to `otherwise(args)`. Negative values read as huge unsigned
-    /// ones, so one unsigned compare checks both ends.
+    /// ones, so one unsigned compare checks both ends. Indices into dims of one power-of-two
+    /// size are all below it exactly when their bitwise or is, so they share one compare.
     fn emit_fast_checks(
         &self,
         b: &mut FunctionBuilder,
@@ -541,10 +542,21 @@ impl Lowering<'_> {
         otherwise: Block,
         args: &[BlockArg],
     ) {
+        let mut checks: Vec<(u64, Value)> = Vec::with_capacity(raw.len());
         for (c, &index) in self.plan.lookup.coordinates.iter().zip(raw) {
+            let shared = c
+                .dim_size
+                .is_power_of_two()
+                .then(|| checks.iter_mut().find(|(dim, _)| *dim == c.dim_size));
+            match shared.flatten() {
+                Some((_, combined)) => *combined = b.ins().bor(*combined, index),
+                None => checks.push((c.dim_size, index)),
+            }
+        }
+        for (dim, index) in checks {
             let ok = b
                 .ins()
-                .icmp_imm_u(IntCC::UnsignedLessThan, index, c.dim_size as i64);
+                .icmp_imm_u(IntCC::UnsignedLessThan, index, dim as i64);
             let next = b.create_block();
             b.ins().brif(ok, next, &[], otherwise, args);
             b.switch_to_block(next);
@@ -865,6 +877,34 @@ mod tests {
             text.lines()
                 .any(|line| line.contains("icmp ule") && line.ends_with(" = 11")),
             "no `stop <= 11` back edge\n{text}"
+        );
+    }
+
+    #[test]
+    fn indices_into_one_power_of_two_size_share_a_check() {
+        use crate::ir::Signature;
+        let fast_checks = |signature: &Signature, dim: usize| {
+            let text = clif(signature);
+            let hot = text.split(" cold:").next().unwrap_or_default().to_owned();
+            hot.matches(&format!("iconst.i64 {dim}\n")).count()
+        };
+        // S8: two indices into 512, 8 lookups per trip: 8 compares, not 16.
+        assert_eq!(
+            fast_checks(&Signature::gather_nd(&[512, 512], &[4096, 2], 0), 512),
+            8
+        );
+        // Sizes 512 and 256, or 300 twice: one compare per index.
+        assert_eq!(
+            fast_checks(&Signature::gather_nd(&[512, 256], &[4096, 2], 0), 512),
+            8
+        );
+        assert_eq!(
+            fast_checks(&Signature::gather_nd(&[512, 256], &[4096, 2], 0), 256),
+            8
+        );
+        assert_eq!(
+            fast_checks(&Signature::gather_nd(&[300, 300], &[4096, 2], 0), 300),
+            16
         );
     }
 
