@@ -551,8 +551,9 @@ fn out_of_range_policies_through_the_public_api() {
 }
 
 /// Indices into dims of one power-of-two size share one check on the fast path (their bitwise
-/// or against the size): a tuple with either index negative, at the size or far beyond it must
-/// still reach the policy, in every lane of an unrolled trip, for every index type.
+/// or against the size), across a whole vector of packed elements or a whole unrolled trip: a
+/// tuple with either index negative, at the size or far beyond it must still reach the policy,
+/// in every lookup of a trip, for every index type.
 #[test]
 fn shared_power_of_two_checks_send_every_bad_tuple_to_the_policy() {
     let good = [(1, 2), (7, 7), (0, 0), (3, 5)];
@@ -566,39 +567,44 @@ fn shared_power_of_two_checks_send_every_bad_tuple_to_the_policy() {
         (-8, -1),
         (0, 15),
     ];
-    for index_type in IndexType::ALL {
-        for (lane, &(row, col)) in bad.iter().enumerate() {
-            let fits = |v: i64| index_type.try_encode(v.into(), &mut Vec::new());
-            if !fits(row) || !fits(col) {
-                continue;
-            }
-            // 16 tuples (two trips of 8), the bad one in lane `lane` of the second trip.
-            let mut tuples: Vec<i64> = (0..16)
-                .flat_map(|k| {
-                    let (r, c) = good[k % good.len()];
-                    [r, c]
-                })
-                .collect();
-            tuples[2 * (8 + lane)] = row;
-            tuples[2 * (8 + lane) + 1] = col;
-            let indices = index_bytes(index_type, &tuples);
-            let data: Vec<u8> = (0..8 * 8 * 4).map(|i| (i * 13 % 251) as u8).collect();
-            for out_of_range in [OutOfRange::Error, OutOfRange::Zero, OutOfRange::Clamp] {
-                let signature = Signature::gather_nd(&[8, 8], &[16, 2], 0)
-                    .with_index_type(index_type)
-                    .with_out_of_range(out_of_range);
-                let validated = signature.validate().expect("valid");
-                let kernel = Kernel::compile(&signature).expect("compiles");
-                let mut output = vec![0xA5u8; 16 * 4];
-                let actual = kernel
-                    .run_bytes(&data, &indices, &mut output)
-                    .map(|()| output);
-                let expected = interpret(&validated, &data, &indices);
-                assert_eq!(
-                    actual.map_err(|e| e.to_string()),
-                    expected.map_err(|e| e.to_string()),
-                    "{signature}: tuple ({row}, {col}) in lane {lane}"
-                );
+    // Elements (packed 4 to a vector, 8 per trip) and 64-byte slices (4 per trip).
+    for (data_shape, trip) in [(vec![8, 8], 8), (vec![8, 8, 16], 4)] {
+        let slice: usize = data_shape[2..].iter().product();
+        let data: Vec<u8> = (0..64 * slice * 4).map(|i| (i * 13 % 251) as u8).collect();
+        for index_type in IndexType::ALL {
+            for (j, &(row, col)) in bad.iter().enumerate() {
+                let lane = j % trip;
+                let fits = |v: i64| index_type.try_encode(v.into(), &mut Vec::new());
+                if !fits(row) || !fits(col) {
+                    continue;
+                }
+                // Two trips; the bad tuple in lookup `lane` of the second.
+                let mut tuples: Vec<i64> = (0..2 * trip)
+                    .flat_map(|k| {
+                        let (r, c) = good[k % good.len()];
+                        [r, c]
+                    })
+                    .collect();
+                tuples[2 * (trip + lane)] = row;
+                tuples[2 * (trip + lane) + 1] = col;
+                let indices = index_bytes(index_type, &tuples);
+                for out_of_range in [OutOfRange::Error, OutOfRange::Zero, OutOfRange::Clamp] {
+                    let signature = Signature::gather_nd(&data_shape, &[2 * trip, 2], 0)
+                        .with_index_type(index_type)
+                        .with_out_of_range(out_of_range);
+                    let validated = signature.validate().expect("valid");
+                    let kernel = Kernel::compile(&signature).expect("compiles");
+                    let mut output = vec![0xA5u8; 2 * trip * slice * 4];
+                    let actual = kernel
+                        .run_bytes(&data, &indices, &mut output)
+                        .map(|()| output);
+                    let expected = interpret(&validated, &data, &indices);
+                    assert_eq!(
+                        actual.map_err(|e| e.to_string()),
+                        expected.map_err(|e| e.to_string()),
+                        "{signature}: tuple ({row}, {col}) in lookup {lane}"
+                    );
+                }
             }
         }
     }

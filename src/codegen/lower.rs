@@ -380,13 +380,28 @@ impl Lowering<'_> {
         if let Some(vector) = self.packed_vector(depth, group) {
             self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
-            for k in 0..group {
-                let [data, indices, output] = self.step(b, pointers, depth, k);
-                let raw = self.load_tuple(b, indices);
-                self.emit_fast_checks(b, &raw, bail_block, &bail);
-                let offset = self.offset(b, &raw);
-                let source = b.ins().iadd(data, offset);
-                self.emit_copy(b, source, output, None);
+            let steps: Vec<[Value; 3]> = (0..group)
+                .map(|k| self.step(b, pointers, depth, k))
+                .collect();
+            if self.one_power_of_two_size() {
+                // Every index of the trip shares one compare: load them all, check once.
+                let tuples: Vec<Vec<Value>> = (steps.iter())
+                    .map(|&[_, indices, _]| self.load_tuple(b, indices))
+                    .collect();
+                self.emit_fast_checks(b, &tuples.concat(), bail_block, &bail);
+                for (&[data, _, output], raw) in steps.iter().zip(&tuples) {
+                    let offset = self.offset(b, raw);
+                    let source = b.ins().iadd(data, offset);
+                    self.emit_copy(b, source, output, None);
+                }
+            } else {
+                for &[data, indices, output] in &steps {
+                    let raw = self.load_tuple(b, indices);
+                    self.emit_fast_checks(b, &raw, bail_block, &bail);
+                    let offset = self.offset(b, &raw);
+                    let source = b.ins().iadd(data, offset);
+                    self.emit_copy(b, source, output, None);
+                }
             }
         }
         let [data, indices, output] = self.step(b, pointers, depth, group);
@@ -431,6 +446,16 @@ impl Lowering<'_> {
         b.seal_block(exit);
     }
 
+    /// Whether every coordinate indexes a dim of one power-of-two size, so that all the
+    /// indices of a trip can share one fast-path compare ([`Lowering::emit_fast_checks`]).
+    fn one_power_of_two_size(&self) -> bool {
+        let coordinates = &self.plan.lookup.coordinates;
+        coordinates.first().is_some_and(|first| {
+            first.dim_size.is_power_of_two()
+                && coordinates.iter().all(|c| c.dim_size == first.dim_size)
+        })
+    }
+
     /// The 16-byte vector type whose lanes are single-element slices, when the unrolled loop
     /// at `depth` gathers elements of 1, 2, 4 or 8 bytes into consecutive output bytes and
     /// `group` fills whole vectors: the group then loads elements straight into vector lanes
@@ -468,13 +493,21 @@ impl Lowering<'_> {
         for first in (0..group).step_by(lanes as usize) {
             // All checks first, then all loads in the one block left: a load can only be folded
             // into its `pinsr*` when both are in the same block.
-            let sources: Vec<Value> = (first..first + lanes)
+            let tuples: Vec<(Value, Vec<Value>)> = (first..first + lanes)
                 .map(|k| {
                     let [data, indices, _] = self.step(b, pointers, depth, k);
-                    let raw = self.load_tuple(b, indices);
-                    self.emit_fast_checks(b, &raw, single, bail);
-                    let offset = self.offset(b, &raw);
-                    b.ins().iadd(data, offset)
+                    (data, self.load_tuple(b, indices))
+                })
+                .collect();
+            // One vector's tuples are checked together: indices into one power-of-two size
+            // share a compare across lanes too.
+            let all: Vec<Value> = tuples.iter().flat_map(|(_, raw)| raw.clone()).collect();
+            self.emit_fast_checks(b, &all, single, bail);
+            let sources: Vec<Value> = tuples
+                .iter()
+                .map(|(data, raw)| {
+                    let offset = self.offset(b, raw);
+                    b.ins().iadd(*data, offset)
                 })
                 .collect();
             let mut packed: Option<Value> = None;
@@ -543,7 +576,9 @@ impl Lowering<'_> {
         args: &[BlockArg],
     ) {
         let mut checks: Vec<(u64, Value)> = Vec::with_capacity(raw.len());
-        for (c, &index) in self.plan.lookup.coordinates.iter().zip(raw) {
+        // `raw` holds one or more whole tuples.
+        let coordinates = self.plan.lookup.coordinates.iter().cycle();
+        for (c, &index) in coordinates.zip(raw) {
             let shared = c
                 .dim_size
                 .is_power_of_two()
@@ -886,26 +921,36 @@ mod tests {
         let fast_checks = |signature: &Signature, dim: usize| {
             let text = clif(signature);
             let hot = text.split(" cold:").next().unwrap_or_default().to_owned();
-            hot.matches(&format!("iconst.i64 {dim}\n")).count()
+            // `v9 = icmp ult v7, v8  ; v8 = 512`: a compare against the constant `dim`.
+            hot.lines()
+                .filter(|line| line.contains(" icmp") && line.contains(" ult "))
+                .filter(|line| line.ends_with(&format!(" = {dim}")))
+                .count()
         };
-        // S8: two indices into 512, 8 lookups per trip: 8 compares, not 16.
-        assert_eq!(
-            fast_checks(&Signature::gather_nd(&[512, 512], &[4096, 2], 0), 512),
-            8
-        );
-        // Sizes 512 and 256, or 300 twice: one compare per index.
-        assert_eq!(
-            fast_checks(&Signature::gather_nd(&[512, 256], &[4096, 2], 0), 512),
-            8
-        );
-        assert_eq!(
-            fast_checks(&Signature::gather_nd(&[512, 256], &[4096, 2], 0), 256),
-            8
-        );
+        // S8: 8 lookups per trip packed into two vectors of 4 lanes, every index into 512: one
+        // compare per vector, not one per index (16).
+        let s8 = Signature::gather_nd(&[512, 512], &[4096, 2], 0);
+        assert_eq!(fast_checks(&s8, 512), 2);
+        // Sizes 512 and 256: one compare per size and vector.
+        let mixed = Signature::gather_nd(&[512, 256], &[4096, 2], 0);
+        assert_eq!((fast_checks(&mixed, 512), fast_checks(&mixed, 256)), (2, 2));
+        // 300 is no power of two: one compare per index.
         assert_eq!(
             fast_checks(&Signature::gather_nd(&[300, 300], &[4096, 2], 0), 300),
             16
         );
+        // Slices copied one by one (64 bytes, 4 per trip): the trip's indices share one
+        // compare when all go into one power-of-two size (S9: 16), else one per lookup and size.
+        assert_eq!(
+            fast_checks(&Signature::gather_nd(&[64, 64, 16], &[4096, 2], 0), 64),
+            1
+        );
+        assert_eq!(
+            fast_checks(&Signature::gather(&[16, 16], &[4], 0, 0), 16),
+            1
+        );
+        let mixed = Signature::gather_nd(&[64, 32, 16], &[4096, 2], 0);
+        assert_eq!((fast_checks(&mixed, 64), fast_checks(&mixed, 32)), (4, 4));
     }
 
     #[test]
