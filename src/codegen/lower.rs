@@ -383,22 +383,20 @@ impl Lowering<'_> {
             let steps: Vec<[Value; 3]> = (0..group)
                 .map(|k| self.step(b, pointers, depth, k))
                 .collect();
-            if self.one_power_of_two_size() {
-                // Every index of the trip shares one compare: load them all, check once.
-                let tuples: Vec<Vec<Value>> = (steps.iter())
+            // Checked one lookup at a time, or, when every index of the trip can share one
+            // compare, the whole trip's tuples loaded first and checked once.
+            let checked_together = if self.one_power_of_two_size() {
+                steps.len()
+            } else {
+                1
+            };
+            for lookups in steps.chunks(checked_together) {
+                let tuples: Vec<Vec<Value>> = (lookups.iter())
                     .map(|&[_, indices, _]| self.load_tuple(b, indices))
                     .collect();
                 self.emit_fast_checks(b, &tuples.concat(), bail_block, &bail);
-                for (&[data, _, output], raw) in steps.iter().zip(&tuples) {
+                for (&[data, _, output], raw) in lookups.iter().zip(&tuples) {
                     let offset = self.offset(b, raw);
-                    let source = b.ins().iadd(data, offset);
-                    self.emit_copy(b, source, output, None);
-                }
-            } else {
-                for &[data, indices, output] in &steps {
-                    let raw = self.load_tuple(b, indices);
-                    self.emit_fast_checks(b, &raw, bail_block, &bail);
-                    let offset = self.offset(b, &raw);
                     let source = b.ins().iadd(data, offset);
                     self.emit_copy(b, source, output, None);
                 }

@@ -292,8 +292,8 @@ extern "C" fn prefetch_rows(
 /// [`prefetch_rows`].
 const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
 
-/// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE` (`prefetchw`). Any address will do: prefetches never
-/// fault. A no-op off x86-64.
+/// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
+/// (`prefetchw`). Any address will do: prefetches never fault. A no-op off x86-64.
 fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
