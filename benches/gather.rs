@@ -36,6 +36,11 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     group.bench_function("compile", |b| {
         b.iter(|| Kernel::compile(black_box(sig)).expect("compiles"))
     });
+    let code_holder = Kernel::compile_shared(sig).expect("compiles");
+    group.bench_function("shared_code", |b| {
+        b.iter(|| Kernel::compile_shared(black_box(sig)).expect("compiles"))
+    });
+    drop(code_holder);
     group.bench_function("cache_hit", |b| {
         b.iter(|| cache.get(black_box(sig)).expect("cached"))
     });

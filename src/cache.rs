@@ -6,6 +6,10 @@
 //! capacity the least recently used slots are dropped; a kernel a caller still holds stays
 //! valid, and its code is freed when the last handle goes.
 //!
+//! A miss reuses the machine code of a live kernel of this cache when only an outer dim
+//! differs (a dynamic batch or sequence length; see [`Kernel::compile_shared`]): nothing is
+//! compiled then.
+//!
 //! Hits skip the lock: each thread keeps a view of the kernels it has been given (its own
 //! map, see [`ThreadView`]), valid while the cache's generation is unchanged. Any entry
 //! leaving the map (eviction, [`KernelCache::clear`]) bumps the generation, and a thread
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
+use crate::codegen::CodeShare;
 use crate::error::Result;
 use crate::ir::Signature;
 use crate::kernel::Kernel;
@@ -122,9 +127,13 @@ pub struct CacheStats {
     pub misses: u64,
     /// Kernels compiled (successfully or not).
     pub compilations: u64,
+    /// Kernels built on the machine code of another live kernel, whose loop nest differed
+    /// at most in its outermost length (see [`Kernel::compile_shared`]): misses that ran no
+    /// compile.
+    pub shared_code: u64,
     /// Entries dropped to stay within capacity.
     pub evictions: u64,
-    /// Total time spent compiling.
+    /// Total time spent compiling (and finding shared code).
     pub compile_time: Duration,
     /// Entries currently held.
     pub entries: usize,
@@ -136,6 +145,9 @@ pub struct KernelCache {
     entries: Mutex<Entries>,
     capacity: usize,
     compilations: AtomicU64,
+    shared_code: AtomicU64,
+    /// The machine code of this cache's kernels, offered to later misses.
+    code: CodeShare,
     compile_nanos: AtomicU64,
     /// Bumped (under the map's lock) whenever an entry leaves the map; thread views of an
     /// older generation are stale.
@@ -173,6 +185,8 @@ impl KernelCache {
             entries: Mutex::new(Entries::default()),
             capacity: capacity.max(1),
             compilations: AtomicU64::new(0),
+            shared_code: AtomicU64::new(0),
+            code: CodeShare::default(),
             compile_nanos: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             clock: AtomicU64::new(0),
@@ -233,9 +247,14 @@ impl KernelCache {
         };
         let result = slot
             .get_or_init(|| {
-                self.compilations.fetch_add(1, Ordering::Relaxed);
-                let kernel =
-                    Kernel::compile_validated(validated, Tuning::default(), started).map(Arc::new);
+                let kernel = Kernel::build(validated, Tuning::default(), started, Some(&self.code))
+                    .map(Arc::new);
+                let reused = kernel.as_ref().is_ok_and(|kernel| kernel.reuses_code());
+                match reused {
+                    true => &self.shared_code,
+                    false => &self.compilations,
+                }
+                .fetch_add(1, Ordering::Relaxed);
                 if let Ok(kernel) = &kernel {
                     let nanos = kernel.compile_time().as_nanos().min(u64::MAX as u128) as u64;
                     self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
@@ -408,6 +427,7 @@ impl KernelCache {
             hits: entries.hits + view_hits,
             misses: entries.misses,
             compilations: self.compilations.load(Ordering::Relaxed),
+            shared_code: self.shared_code.load(Ordering::Relaxed),
             evictions: entries.evictions,
             compile_time: Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed)),
             entries: entries.map.len(),

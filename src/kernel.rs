@@ -2,12 +2,12 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 
-use crate::codegen::{self, JitCode};
+use crate::codegen::{self, CodeShare, JitCode};
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexType, OutOfRange, Signature, Validated, unravel};
 use crate::pool;
@@ -98,7 +98,11 @@ index_elements!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U
 pub struct Kernel {
     validated: Validated,
     plan: Plan,
-    code: JitCode,
+    /// Shared with other kernels whose plans differ only where the code does not look (see
+    /// [`Kernel::compile_shared`]).
+    code: Arc<JitCode>,
+    /// Whether `code` was compiled for another kernel.
+    reuses_code: bool,
     compile_time: Duration,
 }
 
@@ -112,7 +116,8 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// Validates, specialises and compiles `signature`, without any cache.
+    /// Validates, specialises and compiles `signature`, without any cache: the machine code
+    /// is always freshly compiled (see [`Kernel::compile_shared`] for reuse).
     ///
     /// # Errors
     /// Any validation error of [`Signature::validate`]; [`Error::Codegen`] if Cranelift rejects
@@ -128,22 +133,48 @@ impl Kernel {
     /// As [`Kernel::compile`].
     pub fn compile_tuned(signature: &Signature, tuning: Tuning) -> Result<Kernel> {
         let started = Instant::now();
-        Kernel::compile_validated(signature.validate()?, tuning, started)
+        Kernel::build(signature.validate()?, tuning, started, None)
     }
 
-    /// Specialises and compiles an already validated signature; `started` is when the compile
-    /// began (its time is reported by [`Kernel::compile_time`]).
-    pub(crate) fn compile_validated(
+    /// As [`Kernel::compile`], but reusing the machine code of a live kernel made by this
+    /// function whose loop nest differs at most in the outermost loop's length. (Each
+    /// [`crate::KernelCache`] does the same among its own kernels.) Signatures that differ only in an outer dim,
+    /// such as a dynamic batch or sequence length, then cost a validation and a plan instead
+    /// of a Cranelift compile. The kernel behaves exactly as a freshly compiled one;
+    /// [`Kernel::reuses_code`] says which it got.
+    ///
+    /// # Errors
+    /// As [`Kernel::compile`].
+    pub fn compile_shared(signature: &Signature) -> Result<Kernel> {
+        static SHARE: LazyLock<CodeShare> = LazyLock::new(CodeShare::default);
+        let started = Instant::now();
+        Kernel::build(
+            signature.validate()?,
+            Tuning::default(),
+            started,
+            Some(&SHARE),
+        )
+    }
+
+    /// Specialises and compiles an already validated signature, with fresh code or with code
+    /// from `share`; `started` is when the request began (its time is reported by
+    /// [`Kernel::compile_time`]).
+    pub(crate) fn build(
         validated: Validated,
         tuning: Tuning,
         started: Instant,
+        share: Option<&CodeShare>,
     ) -> Result<Kernel> {
         let plan = Plan::with_tuning(&validated, tuning)?;
-        let code = JitCode::compile(&plan)?;
+        let (code, reuses_code) = match share {
+            Some(share) => share.code_for(&plan)?,
+            None => (Arc::new(JitCode::compile(&plan)?), false),
+        };
         Ok(Kernel {
             validated,
             plan,
             code,
+            reuses_code,
             compile_time: started.elapsed(),
         })
     }
@@ -187,7 +218,13 @@ impl Kernel {
         self.code.machine_code()
     }
 
-    /// How long validation, specialisation and compilation took.
+    /// Whether this kernel runs machine code compiled for another kernel (see
+    /// [`Kernel::compile_shared`]).
+    pub fn reuses_code(&self) -> bool {
+        self.reuses_code
+    }
+
+    /// How long validation, specialisation and compilation (or finding shared code) took.
     pub fn compile_time(&self) -> Duration {
         self.compile_time
     }

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::ir::{IndexPolicy, IndexType, OutOfRange, ResolvedOp, Validated};
 
 /// One loop of the nest. Strides are in bytes and advance the pointers per iteration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Loop {
     /// Number of iterations.
     pub extent: u64,
@@ -36,7 +36,7 @@ pub struct Loop {
 }
 
 /// One coordinate of an index tuple: where it is read and what it selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinate {
     /// Byte offset of this coordinate from the tuple's start in the indices buffer.
     pub index_offset: u64,
@@ -47,7 +47,7 @@ pub struct Coordinate {
 }
 
 /// The body of the innermost loop: read a tuple, check it, copy one slice.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lookup {
     /// The tuple's coordinates, in the order they are stored (and checked).
     pub coordinates: Vec<Coordinate>,
@@ -74,7 +74,7 @@ pub const STREAMING_SLICE_BYTES: u64 = 512;
 /// Rows of a large table lie a multiple of 4 KiB apart, so a column band of the table itself
 /// maps into a few cache sets and is evicted as fast as the whole table would be; the packed
 /// copy does not. On S7 this took a call from about 1,000 to about 700 µs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Band {
     /// Rows copied: the size of the indexed dimension.
     pub rows: u64,
@@ -139,7 +139,7 @@ impl Default for Tuning {
 }
 
 /// A loop nest with every shape and stride folded into constants.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Plan {
     /// The loops, outermost first; never empty. The kernel's `start..end` range is over the
     /// first loop's extent.

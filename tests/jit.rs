@@ -345,18 +345,14 @@ fn cache_thread_views_release_evicted_kernels_and_count_hits() {
         "this thread's view went at its request"
     );
     // Without the generation check the worker's view would answer with the evicted kernel.
-    let compiled = cache.stats().compilations;
+    let misses = cache.stats().misses;
     request(2);
     assert_eq!(
         Arc::strong_count(&held),
         1,
         "the worker's view went at its request"
     );
-    assert_eq!(
-        cache.stats().compilations,
-        compiled + 1,
-        "2 was compiled afresh"
-    );
+    assert_eq!(cache.stats().misses, misses + 1, "2 was built afresh");
     drop(ask);
     worker.join().expect("worker");
 
@@ -470,7 +466,12 @@ fn with_never_lends_a_kernel_evicted_by_another_thread() {
     let lent = cache.with(&sig(2), |kernel| std::ptr::eq(kernel, &*held));
     assert!(!lent.expect("compiles"), "the evicted kernel was lent");
     assert_eq!(Arc::strong_count(&held), 1, "the stale view went");
-    assert_eq!(cache.stats().compilations, 3);
+    // Built again on the machine code that `held` keeps alive.
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.misses, stats.compilations, stats.shared_code),
+        (3, 2, 1)
+    );
 }
 
 /// A panic in `with`'s closure leaves the thread's view usable: later hits are still lent from
@@ -814,4 +815,103 @@ fn signature_hashes_separate_indices_dims_permutations_and_dynamic_grids() {
     assert_eq!(grid.iter().collect::<HashSet<_>>().len(), grid.len());
     let buckets: HashSet<u64> = grid.iter().map(|h| h & 0xffff).collect();
     assert!(buckets.len() > 24_000, "{} buckets used", buckets.len());
+}
+
+/// Runs `kernel` on `data` and `indices` and checks it against the interpreter, errors
+/// included.
+fn assert_matches_interpreter(kernel: &Kernel, data: &[u8], indices: &[u8]) {
+    let validated = kernel.validated();
+    let expected = interpret(validated, data, indices);
+    let mut output = vec![0xA5u8; validated.output_len() * validated.signature().dtype.size()];
+    let actual = kernel
+        .run_bytes(data, indices, &mut output)
+        .map(|()| output);
+    assert_eq!(actual, expected, "{}", kernel.signature());
+}
+
+/// An embedding lookup whose batch and sequence length change from call to call: one cache
+/// compiles a kernel per loop shape the code depends on (outer lengths below the unrolled
+/// trip), and every longer lookup runs on one machine code, bad indices included.
+#[test]
+fn a_cache_shares_code_across_a_dynamic_batch_and_sequence() {
+    let cache = KernelCache::new(256);
+    let table: Vec<f32> = (0..50 * 6).map(|i| i as f32).collect();
+    let table = crate::util::f32_bytes(&table);
+    let mut long = Vec::new();
+    let shapes = [
+        (1, 1),
+        (1, 3),
+        (2, 3),
+        (3, 3),
+        (1, 9),
+        (4, 4),
+        (8, 16),
+        (5, 31),
+        (2, 100),
+    ];
+    for (batch, seq) in shapes {
+        let sig = Signature::gather(&[50, 6], &[batch, seq], 0, 0);
+        let kernel = cache.get(&sig).expect("kernel");
+        // Negative indices wrap; the last one of each lookup is out of range in the second run.
+        let mut rows: Vec<i64> = (0..batch * seq)
+            .map(|k| (k * 37 % 100) as i64 - 50)
+            .collect();
+        assert_matches_interpreter(&kernel, &table, &index_bytes(IndexType::I64, &rows));
+        *rows.last_mut().expect("not empty") = 50;
+        assert_matches_interpreter(&kernel, &table, &index_bytes(IndexType::I64, &rows));
+        if batch * seq >= 8 {
+            long.push(kernel);
+        }
+    }
+    let code = |kernel: &Kernel| kernel.machine_code().as_ptr();
+    assert!(long.iter().all(|k| code(k) == code(&long[0])), "one code");
+    assert!(!long[0].reuses_code() && long[1..].iter().all(|k| k.reuses_code()));
+    let stats = cache.stats();
+    assert_eq!(stats.misses, shapes.len() as u64);
+    assert_eq!(stats.shared_code, long.len() as u64 - 1, "{stats:?}");
+    assert_eq!(stats.compilations + stats.shared_code, stats.misses);
+
+    // Another table size is another bounds check: new code.
+    let other = cache
+        .get(&Signature::gather(&[51, 6], &[8, 16], 0, 0))
+        .expect("kernel");
+    assert!(!other.reuses_code());
+    assert_ne!(code(&other), code(&long[0]));
+}
+
+/// `Kernel::compile_shared` reuses code only while a kernel holds it; `Kernel::compile` never.
+#[test]
+fn compile_shared_reuses_code_only_while_a_kernel_holds_it() {
+    // Shapes no other test uses with `compile_shared` (its share is process-wide).
+    let sig = |n: usize| Signature::gather_elements(&[n, 37], &[n, 29], 1);
+    let first = Kernel::compile_shared(&sig(40)).expect("kernel");
+    let second = Kernel::compile_shared(&sig(41)).expect("kernel");
+    assert!(!first.reuses_code() && second.reuses_code());
+    assert_eq!(
+        first.machine_code().as_ptr(),
+        second.machine_code().as_ptr()
+    );
+    let data: Vec<f32> = (0..41 * 37).map(|i| i as f32).collect();
+    let indices: Vec<i64> = (0..41 * 29).map(|k| (k * 13 % 74) as i64 - 37).collect();
+    assert_matches_interpreter(
+        &second,
+        &crate::util::f32_bytes(&data),
+        &index_bytes(IndexType::I64, &indices),
+    );
+    drop(first);
+    let third = Kernel::compile_shared(&sig(42)).expect("kernel");
+    assert!(third.reuses_code(), "`second` still holds the code");
+    drop((second, third));
+    assert!(
+        !Kernel::compile_shared(&sig(43))
+            .expect("kernel")
+            .reuses_code()
+    );
+
+    let fresh = [Kernel::compile(&sig(40)), Kernel::compile(&sig(40))].map(|k| k.expect("kernel"));
+    assert!(fresh.iter().all(|k| !k.reuses_code()));
+    assert_ne!(
+        fresh[0].machine_code().as_ptr(),
+        fresh[1].machine_code().as_ptr()
+    );
 }

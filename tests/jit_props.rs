@@ -5,8 +5,8 @@ use crate::fuzz_replay::case::{gather_batch_dims, max_gather_batch_dims};
 use gather_jit::interp::interpret;
 use gather_jit::specialize::Plan;
 use gather_jit::{
-    DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, Op, Options, OutOfRange,
-    Signature, Tuning, Validated,
+    DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, Options,
+    OutOfRange, Signature, Tuning, Validated,
 };
 use proptest::prelude::*;
 
@@ -26,12 +26,17 @@ impl Problem {
 
     /// As [`Problem::check`], with the kernel specialised under `tuning`.
     pub fn check_tuned(&self, tuning: Tuning) -> Result<(), TestCaseError> {
+        let kernel = Kernel::compile_tuned(&self.signature, tuning).expect("compiles");
+        self.check_kernel(&kernel)
+    }
+
+    /// As [`Problem::check`], with `kernel` (built for this problem's signature).
+    pub fn check_kernel(&self, kernel: &Kernel) -> Result<(), TestCaseError> {
         let validated = self
             .signature
             .validate()
             .expect("strategy builds valid signatures");
         let expected = interpret(&validated, &self.data, &self.indices);
-        let kernel = Kernel::compile_tuned(&self.signature, tuning).expect("compiles");
         let mut output = vec![0xA5u8; validated.output_len() * self.signature.dtype.size()];
         let actual = kernel
             .run_bytes(&self.data, &self.indices, &mut output)
@@ -398,8 +403,45 @@ fn small(problem: &Problem) -> bool {
     })
 }
 
+/// `signature` with its first dim of indices set to `first`, and its first dim of data too
+/// when the two must agree (a batch dim); `None` if neither is valid.
+fn with_first_dim(signature: &Signature, first: usize) -> Option<Signature> {
+    if signature.indices_shape.is_empty() {
+        return None;
+    }
+    let mut both = signature.clone();
+    both.indices_shape[0] = first;
+    let indices_only = both.clone();
+    both.data_shape[0] = first;
+    [indices_only, both]
+        .into_iter()
+        .find(|sibling| sibling.validate().is_ok())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Kernels of one cache whose signatures differ only in their first dim (a dynamic batch)
+    /// run on one machine code where their plans allow; each still matches the interpreter.
+    #[test]
+    fn kernels_sharing_code_match_the_interpreter(
+        problem in prop_oneof![gather_problem(), gather_elements_problem(), gather_nd_problem()]
+            .prop_filter("small", small),
+        firsts in prop::collection::vec(0usize..=24, 1..5),
+        choices in prop::collection::vec(index_choice(), 1..16),
+        seed in any::<u8>(),
+    ) {
+        let cache = KernelCache::new(8);
+        let first = cache.get(&problem.signature).expect("compiles");
+        problem.check_kernel(&first)?;
+        for n in firsts {
+            let Some(sibling) = with_first_dim(&problem.signature, n) else { continue };
+            let sibling = fill(sibling, choices.clone(), seed);
+            if small(&sibling) {
+                sibling.check_kernel(&cache.get(&sibling.signature).expect("compiles"))?;
+            }
+        }
+    }
 
     #[test]
     fn gather_jit_matches_interpreter(problem in gather_problem().prop_filter("small", small)) {

@@ -22,11 +22,16 @@ use crate::specialize::{Coordinate, Plan};
 /// `memcpy`. Chosen by measurement (see `docs/performance.md`).
 pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;
 
+/// The most lookups one trip of the innermost loop does. The code reads the outermost loop's
+/// extent only to cap its trip at it, so it is the same for every extent from this one up
+/// (see `super::code_plan`).
+pub(crate) const MAX_UNROLL: u64 = 8;
+
 /// How many lookups one trip of the innermost loop does: small slices are dominated by loop
-/// and index overhead, large ones by the copy.
+/// and index overhead, large ones by the copy. At most [`MAX_UNROLL`].
 pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
     let by_slice = match slice_bytes {
-        0..=16 => 8,
+        0..=16 => MAX_UNROLL,
         17..=128 => 4,
         129..=512 => 2,
         _ => 1,
@@ -35,7 +40,7 @@ pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
     // selecting single elements (S8) are the exception: 8 lookups (16 checks) per trip
     // measured 4 % faster than 4.
     let by_checks = match coordinates {
-        2 if slice_bytes <= 16 => 8,
+        2 if slice_bytes <= 16 => MAX_UNROLL,
         _ => (8 / coordinates.max(1)).max(1) as u64,
     };
     by_slice.min(by_checks)
@@ -82,6 +87,7 @@ pub(crate) const PREFETCH_ROWS_AHEAD: u64 = 2;
 /// by 4: 716, 723, 908 (compile 217-224 µs); by 8: 721, 729, 772 (compile 268-298 µs); by 16:
 /// 703-762 (compile 365-368 µs).
 pub(crate) const BAND_UNROLL: u64 = 4;
+const _: () = assert!(BAND_UNROLL <= MAX_UNROLL);
 
 /// The CLIF signature every kernel has.
 pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {

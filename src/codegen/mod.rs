@@ -7,9 +7,8 @@
 
 mod lower;
 
-use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::{ExtFuncData, ExternalName, Function, UserExternalName, UserFuncName};
@@ -18,6 +17,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 use crate::specialize::Plan;
@@ -78,11 +78,14 @@ pub(crate) struct JitCode {
 }
 
 impl JitCode {
-    /// Compiles `plan` into a fresh module.
+    /// Compiles the code for `plan` (its [`code_plan`]) into a fresh module.
     pub(crate) fn compile(plan: &Plan) -> Result<JitCode> {
+        JitCode::compile_code_plan(&code_plan(plan))
+    }
+
+    fn compile_code_plan(plan: &Plan) -> Result<JitCode> {
         let isa = isa()?;
         let imports = helper_imports(plan, isa, isa.frontend_config().pointer_type());
-        let plan = &*compiled_part(plan);
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
         builder.symbol(PREFETCH_COPY, prefetch_copy as *const u8);
@@ -162,9 +165,10 @@ impl JitCode {
     /// index.
     ///
     /// # Safety
-    /// The pointers must satisfy `Kernel::call_range`'s contract for the plan this code was
-    /// compiled from (for a banded plan: one band, see `compiled_part`), and `start <= end <=`
-    /// the extent of its outermost compiled loop.
+    /// The pointers must satisfy `Kernel::call_range`'s contract for a plan whose
+    /// [`code_plan`] this code was compiled from (for a banded plan: one band), and
+    /// `start <= end <=` the extent of that plan's outermost loop in its code part (the
+    /// extent itself, not the cap `code_plan` puts on it).
     pub(crate) unsafe fn call(
         &self,
         data: *const u8,
@@ -203,8 +207,8 @@ impl Drop for JitCode {
 pub fn clif_text(plan: &Plan) -> Result<String> {
     let isa = isa()?;
     let config = isa.frontend_config();
+    let plan = &code_plan(plan);
     let imports = helper_imports(plan, isa, config.pointer_type());
-    let plan = &*compiled_part(plan);
     let signature = lower::kernel_signature(isa.default_call_conv(), config.pointer_type());
     let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
     let mut user_name = 0;
@@ -230,18 +234,63 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
     Ok(func.display().to_string())
 }
 
-/// The part of `plan` that becomes native code: all of it, except that the bands loop (and
-/// batches loop) of a banded plan runs in Rust (`Kernel::call_range` packs each band, then
-/// calls the code on it), so the code is the two inner loops, reading the scratch buffer as
-/// its data.
-fn compiled_part(plan: &Plan) -> Cow<'_, Plan> {
-    match plan.band {
-        Some(_) => Cow::Owned(Plan {
-            loops: plan.loops[plan.loops.len() - 2..].to_vec(),
-            band: None,
-            ..plan.clone()
-        }),
-        None => Cow::Borrowed(plan),
+/// The plan that becomes native code, and the key under which that code is shared.
+///
+/// It is `plan` without what the code does not depend on. The bands loop (and batches loop)
+/// of a banded plan runs in Rust (`Kernel::call_range` packs each band, then calls the code on
+/// it), so only the two inner loops remain, reading the scratch buffer as their data; `band`
+/// stays, as it decides the helpers the code calls. The code walks `start..end` of the
+/// outermost loop and reads its extent only to cap the unrolled trip, which never exceeds
+/// [`lower::MAX_UNROLL`], so the extent is capped there too. The buffer sizes go: the kernel
+/// checks them before each call. Signatures that differ only in an outer dim (a dynamic batch
+/// or sequence length) thus share one code.
+pub(crate) fn code_plan(plan: &Plan) -> Plan {
+    let loops = match plan.band {
+        Some(_) => &plan.loops[plan.loops.len() - 2..],
+        None => &plan.loops[..],
+    };
+    let mut loops = loops.to_vec();
+    loops[0].extent = loops[0].extent.min(lower::MAX_UNROLL);
+    Plan {
+        loops,
+        data_bytes: 0,
+        indices_bytes: 0,
+        output_bytes: 0,
+        ..plan.clone()
+    }
+}
+
+/// Machine code offered for reuse, by [`code_plan`]: each [`crate::KernelCache`] has one, and
+/// [`crate::Kernel::compile_shared`] uses a process-wide one. An entry is dead once the last
+/// kernel holding its code is dropped.
+#[derive(Default)]
+pub(crate) struct CodeShare(Mutex<FxHashMap<Plan, Weak<JitCode>>>);
+
+impl CodeShare {
+    /// The code for `plan`: a live kernel's from this share whose plan has the same
+    /// [`code_plan`], else freshly compiled (and offered from then on). The flag says whether
+    /// the code was reused.
+    pub(crate) fn code_for(&self, plan: &Plan) -> Result<(Arc<JitCode>, bool)> {
+        let key = code_plan(plan);
+        if let Some(code) = self.lock().get(&key).and_then(Weak::upgrade) {
+            return Ok((code, true));
+        }
+        // Compiled without the lock, so other plans compile meanwhile; two threads compiling
+        // the same key both succeed, and the later one's code is offered from then on.
+        let code = Arc::new(JitCode::compile_code_plan(&key)?);
+        let mut offered = self.lock();
+        if offered.len() >= 64 && offered.len().is_power_of_two() {
+            // Entries whose kernels are all gone; sweeping at each doubling keeps the map
+            // within twice the live code at a constant cost per insert.
+            offered.retain(|_, code| code.strong_count() > 0);
+        }
+        offered.insert(key, Arc::downgrade(&code));
+        Ok((code, false))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FxHashMap<Plan, Weak<JitCode>>> {
+        // Each update is a single insert or sweep, so a poisoned map is still consistent.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -252,7 +301,7 @@ const PREFETCH_COPY: &str = "gather_jit_prefetch_copy";
 /// The symbol under which [`prefetch_rows`] is linked into kernels.
 const PREFETCH_ROWS: &str = "gather_jit_prefetch_rows";
 
-/// The Rust helpers the kernel for `plan` (the whole plan, before [`compiled_part`]) calls, as
+/// The Rust helpers the kernel for `plan` (a [`code_plan`]) calls, as
 /// `(symbol, signature)`: [`stream_copy`], [`prefetch_copy`], then [`prefetch_rows`] (the
 /// order of [`lower::Helpers`]).
 fn helper_imports(
