@@ -137,11 +137,11 @@ impl Kernel {
     }
 
     /// As [`Kernel::compile`], but reusing the machine code of a live kernel made by this
-    /// function whose loop nest differs at most in the outermost loop's length. (Each
-    /// [`crate::KernelCache`] does the same among its own kernels.) Signatures that differ only in an outer dim,
-    /// such as a dynamic batch or sequence length, then cost a validation and a plan instead
-    /// of a Cranelift compile. The kernel behaves exactly as a freshly compiled one;
-    /// [`Kernel::reuses_code`] says which it got.
+    /// function whose loop nest differs at most in the outermost loop's length (each
+    /// [`crate::KernelCache`] does the same among its own kernels). Signatures that differ
+    /// only in an outer dim, such as a dynamic batch or sequence length, then cost a
+    /// validation and a plan instead of a Cranelift compile. The kernel behaves exactly as a
+    /// freshly compiled one; [`Kernel::reuses_code`] says which it got.
     ///
     /// # Errors
     /// As [`Kernel::compile`].
