@@ -4,7 +4,7 @@
 //! outside it through a `OnceLock`, so a signature requested by many threads at once is
 //! compiled exactly once while other signatures compile in parallel. When the cache is over
 //! capacity the least recently used slots are dropped; a kernel a caller still holds stays
-//! valid, and its code is freed when the last handle goes.
+//! valid, and its code is freed when the last kernel holding it goes.
 //!
 //! A miss reuses the machine code of a live kernel of this cache when only an outer dim
 //! differs (a dynamic batch or sequence length; see [`Kernel::compile_shared`]): nothing is

@@ -94,7 +94,7 @@ index_elements!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U
 /// A gather compiled for one [`Signature`]: native code plus what is needed to call it.
 ///
 /// Kernels are `Send + Sync` and can be called from many threads at once; the code is freed
-/// when the last handle (usually an `Arc<Kernel>` from a [`crate::KernelCache`]) is dropped.
+/// when the last kernel holding it (see [`Kernel::compile_shared`]) is dropped.
 pub struct Kernel {
     validated: Validated,
     plan: Plan,

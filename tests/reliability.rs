@@ -292,11 +292,16 @@ fn held_kernel_survives_eviction_and_churn() {
     run_and_check(&held, &data_for(&sig, 2), &indices_for(&sig, &mut rng));
     cache.clear();
     run_and_check(&held, &data_for(&sig, 3), &indices_for(&sig, &mut rng));
-    // Asking again compiles a new kernel; the held one is a different, still valid, copy.
+    // Asking again builds a new kernel on the code `held` keeps alive; a fresh compile is a
+    // different copy of that code. Both run beside the held one.
     let again = cache.get(&sig).expect("kernel");
-    assert!(!Arc::ptr_eq(&again, &held));
+    assert!(!Arc::ptr_eq(&again, &held) && again.reuses_code());
+    let copy = Kernel::compile(&sig).expect("kernel");
+    assert_ne!(copy.machine_code().as_ptr(), held.machine_code().as_ptr());
+    run_and_check(&again, &data_for(&sig, 4), &indices_for(&sig, &mut rng));
+    run_and_check(&copy, &data_for(&sig, 5), &indices_for(&sig, &mut rng));
     drop(again);
-    run_and_check(&held, &data_for(&sig, 4), &indices_for(&sig, &mut rng));
+    run_and_check(&held, &data_for(&sig, 6), &indices_for(&sig, &mut rng));
 }
 
 // ---------------------------------------------------------------------------------------------

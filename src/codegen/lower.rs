@@ -87,7 +87,6 @@ pub(crate) const PREFETCH_ROWS_AHEAD: u64 = 2;
 /// by 4: 716, 723, 908 (compile 217-224 µs); by 8: 721, 729, 772 (compile 268-298 µs); by 16:
 /// 703-762 (compile 365-368 µs).
 pub(crate) const BAND_UNROLL: u64 = 4;
-const _: () = assert!(BAND_UNROLL <= MAX_UNROLL);
 
 /// The CLIF signature every kernel has.
 pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {

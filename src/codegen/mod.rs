@@ -1,9 +1,10 @@
 //! Code generation: a [`Plan`] becomes native code owned by a [`JitCode`].
 //!
 //! The target ISA is built once per process and shared (`OwnedTargetIsa` is an `Arc`); each
-//! kernel gets its own `JITModule`, so that dropping the kernel frees exactly its executable
-//! memory. The Cranelift contexts are reused per thread between compiles. This module and
-//! `kernel.rs` are the only places that hold or call JIT code.
+//! `JitCode` gets its own `JITModule`, so that dropping it (with the last kernel holding it:
+//! kernels whose plans differ only where the code does not look share one, see [`CodeShare`])
+//! frees exactly its executable memory. The Cranelift contexts are reused per thread between
+//! compiles. This module and `kernel.rs` are the only places that hold or call JIT code.
 
 mod lower;
 
@@ -66,7 +67,8 @@ thread_local! {
         RefCell::new((Context::new(), FunctionBuilderContext::new()));
 }
 
-/// Native code for one kernel and the module that owns its memory.
+/// Native code for one [`code_plan`] (one kernel, or several that share it) and the module
+/// that owns its memory.
 pub(crate) struct JitCode {
     /// Owns the executable memory; only touched again in `Drop`. (`JITModule` is `Send` but
     /// not `Sync`; the mutex makes `JitCode` shareable without ever being locked on a call.)
@@ -240,17 +242,21 @@ pub fn clif_text(plan: &Plan) -> Result<String> {
 /// of a banded plan runs in Rust (`Kernel::call_range` packs each band, then calls the code on
 /// it), so only the two inner loops remain, reading the scratch buffer as their data; `band`
 /// stays, as it decides the helpers the code calls. The code walks `start..end` of the
-/// outermost loop and reads its extent only to cap the unrolled trip, which never exceeds
-/// [`lower::MAX_UNROLL`], so the extent is capped there too. The buffer sizes go: the kernel
-/// checks them before each call. Signatures that differ only in an outer dim (a dynamic batch
-/// or sequence length) thus share one code.
+/// outermost loop and reads its extent only when that loop is also the innermost, to cap the
+/// unrolled trip, which never exceeds [`lower::MAX_UNROLL`]; so the extent is capped there
+/// for a single loop and dropped (0) otherwise. The buffer sizes go: the kernel checks them
+/// before each call. Signatures that differ only in an outer dim (a dynamic batch or sequence
+/// length) thus share one code.
 pub(crate) fn code_plan(plan: &Plan) -> Plan {
     let loops = match plan.band {
         Some(_) => &plan.loops[plan.loops.len() - 2..],
         None => &plan.loops[..],
     };
     let mut loops = loops.to_vec();
-    loops[0].extent = loops[0].extent.min(lower::MAX_UNROLL);
+    loops[0].extent = match loops.len() {
+        1 => loops[0].extent.min(lower::MAX_UNROLL),
+        _ => 0,
+    };
     Plan {
         loops,
         data_bytes: 0,
@@ -264,7 +270,16 @@ pub(crate) fn code_plan(plan: &Plan) -> Plan {
 /// [`crate::Kernel::compile_shared`] uses a process-wide one. An entry is dead once the last
 /// kernel holding its code is dropped.
 #[derive(Default)]
-pub(crate) struct CodeShare(Mutex<FxHashMap<Plan, Weak<JitCode>>>);
+pub(crate) struct CodeShare(Mutex<Offered>);
+
+#[derive(Default)]
+struct Offered {
+    code: FxHashMap<Plan, Weak<JitCode>>,
+    /// The map's length at which dead entries are next swept: twice the live ones after the
+    /// last sweep (at least 64), so a sweep costs a constant per insert and the map stays
+    /// within twice the live code plus 64.
+    sweep_at: usize,
+}
 
 impl CodeShare {
     /// The code for `plan`: a live kernel's from this share whose plan has the same
@@ -272,23 +287,29 @@ impl CodeShare {
     /// the code was reused.
     pub(crate) fn code_for(&self, plan: &Plan) -> Result<(Arc<JitCode>, bool)> {
         let key = code_plan(plan);
-        if let Some(code) = self.lock().get(&key).and_then(Weak::upgrade) {
+        if let Some(code) = self.lock().code.get(&key).and_then(Weak::upgrade) {
             return Ok((code, true));
         }
         // Compiled without the lock, so other plans compile meanwhile; two threads compiling
         // the same key both succeed, and the later one's code is offered from then on.
         let code = Arc::new(JitCode::compile_code_plan(&key)?);
         let mut offered = self.lock();
-        if offered.len() >= 64 && offered.len().is_power_of_two() {
-            // Entries whose kernels are all gone; sweeping at each doubling keeps the map
-            // within twice the live code at a constant cost per insert.
-            offered.retain(|_, code| code.strong_count() > 0);
+        if offered.code.len() >= offered.sweep_at {
+            // Entries whose kernels are all gone.
+            offered.code.retain(|_, code| code.strong_count() > 0);
+            offered.sweep_at = (2 * offered.code.len()).max(64);
         }
-        offered.insert(key, Arc::downgrade(&code));
+        offered.code.insert(key, Arc::downgrade(&code));
         Ok((code, false))
     }
 
-    fn lock(&self) -> MutexGuard<'_, FxHashMap<Plan, Weak<JitCode>>> {
+    /// Entries in the map, live or not (for tests).
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.lock().code.len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Offered> {
         // Each update is a single insert or sweep, so a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -501,5 +522,115 @@ mod tests {
             prefetch_rows(address, 1 << 20, address, 4096);
         }
         assert!(buffer.iter().all(|&b| b == 7), "prefetching writes nothing");
+    }
+
+    fn plan_of(signature: &crate::Signature, tuning: crate::Tuning) -> Plan {
+        Plan::with_tuning(&signature.validate().expect("valid"), tuning).expect("plan")
+    }
+
+    /// A share reuses code only while a kernel holds it, and tells apart what the code
+    /// depends on: index type, policy, table size.
+    #[test]
+    fn a_share_reuses_code_only_while_it_is_held_and_only_for_an_equal_key() {
+        use crate::{IndexPolicy, IndexType, NegativeIndices, OutOfRange, Tuning};
+        let policy = |negative, out_of_range| IndexPolicy {
+            negative,
+            out_of_range,
+        };
+        let share = CodeShare::default();
+        let sig = |n: usize| crate::Signature::gather_elements(&[n, 37], &[n, 29], 1);
+        let code = |signature: &crate::Signature| {
+            share
+                .code_for(&plan_of(signature, Tuning::default()))
+                .expect("compiles")
+        };
+        let (first, reused) = code(&sig(40));
+        assert!(!reused);
+        // Two loops (rows, elements): the rows' extent is not in the key at all.
+        for n in [2, 7, 41, 1000] {
+            let (other, reused) = code(&sig(n));
+            assert!(reused && Arc::ptr_eq(&other, &first), "{n} rows");
+        }
+        let variants = [
+            sig(40).with_index_type(IndexType::U64),
+            sig(40).with_index_type(IndexType::I32),
+            sig(40).with_policy(policy(NegativeIndices::Invalid, OutOfRange::Error)),
+            sig(40).with_policy(policy(NegativeIndices::Wrap, OutOfRange::Clamp)),
+            sig(40).with_policy(policy(NegativeIndices::Wrap, OutOfRange::Zero)),
+            crate::Signature::gather_elements(&[40, 38], &[40, 29], 1),
+            crate::Signature::gather_elements(&[40, 37], &[40, 30], 1),
+        ];
+        for variant in &variants {
+            let (other, reused) = code(variant);
+            assert!(!reused && !Arc::ptr_eq(&other, &first), "{variant}");
+        }
+        drop(first);
+        assert!(!code(&sig(40)).1, "nothing held it");
+    }
+
+    /// A single loop keeps its extent up to the longest trip: lengths from 8 up share, shorter
+    /// ones do not (their trip is shorter).
+    #[test]
+    fn a_single_loop_shares_code_from_the_longest_trip_up() {
+        let share = CodeShare::default();
+        let plan = |rows: usize| {
+            let sig = crate::Signature::gather(&[50, 2], &[rows], 0, 0);
+            plan_of(&sig, crate::Tuning::default())
+        };
+        assert_eq!(plan(9).loops.len(), 1);
+        let (eight, _) = share.code_for(&plan(8)).expect("compiles");
+        for rows in [9, 100, 5000] {
+            let (code, reused) = share.code_for(&plan(rows)).expect("compiles");
+            assert!(reused && Arc::ptr_eq(&code, &eight), "{rows}");
+        }
+        let (seven, reused) = share.code_for(&plan(7)).expect("compiles");
+        assert!(!reused && !Arc::ptr_eq(&seven, &eight));
+    }
+
+    /// Banded plans share the code of their two inner loops across batches.
+    #[test]
+    fn banded_plans_share_code_across_batches() {
+        let share = CodeShare::default();
+        let tuning = crate::Tuning::bands_always(64);
+        let sig =
+            |batch: usize| crate::Signature::gather_elements(&[batch, 9, 64], &[batch, 12, 64], 1);
+        let plans: Vec<Plan> = [2, 3, 5, 40].map(|b| plan_of(&sig(b), tuning)).to_vec();
+        assert!(plans.iter().all(|p| p.band.is_some()), "{plans:?}");
+        let (first, _) = share.code_for(&plans[0]).expect("compiles");
+        for plan in &plans[1..] {
+            let (code, reused) = share.code_for(plan).expect("compiles");
+            assert!(reused && Arc::ptr_eq(&code, &first));
+        }
+        // Another table (10 rows) is another bounds check.
+        let other = plan_of(
+            &crate::Signature::gather_elements(&[2, 10, 64], &[2, 12, 64], 1),
+            tuning,
+        );
+        assert!(other.band.is_some());
+        assert!(!share.code_for(&other).expect("compiles").1);
+    }
+
+    /// Dead entries are swept as the map grows: it stays within twice the live code plus 64.
+    #[test]
+    fn a_share_sweeps_dead_code() {
+        let share = CodeShare::default();
+        let held: Vec<_> = (0..10)
+            .map(|n| {
+                let sig = crate::Signature::gather(&[n + 1, 3], &[2], 0, 0);
+                share
+                    .code_for(&plan_of(&sig, crate::Tuning::default()))
+                    .expect("compiles")
+            })
+            .collect();
+        for n in 0..300 {
+            let sig = crate::Signature::gather(&[n + 100, 3], &[2], 0, 0);
+            drop(share.code_for(&plan_of(&sig, crate::Tuning::default())));
+            assert!(
+                share.entries() <= 2 * held.len() + 64,
+                "{} entries",
+                share.entries()
+            );
+        }
+        assert!(held.iter().all(|(code, _)| Arc::strong_count(code) == 1));
     }
 }
