@@ -593,18 +593,9 @@ fn shared_power_of_two_checks_send_every_bad_tuple_to_the_policy() {
                     let signature = Signature::gather_nd(&data_shape, &[2 * trip, 2], 0)
                         .with_index_type(index_type)
                         .with_out_of_range(out_of_range);
-                    let validated = signature.validate().expect("valid");
                     let kernel = Kernel::compile(&signature).expect("compiles");
-                    let mut output = vec![0xA5u8; 2 * trip * slice * 4];
-                    let actual = kernel
-                        .run_bytes(&data, &indices, &mut output)
-                        .map(|()| output);
-                    let expected = interpret(&validated, &data, &indices);
-                    assert_eq!(
-                        actual.map_err(|e| e.to_string()),
-                        expected.map_err(|e| e.to_string()),
-                        "{signature}: tuple ({row}, {col}) in lookup {lane}"
-                    );
+                    let lookup = format!("tuple ({row}, {col}) in lookup {lane}");
+                    assert_matches_interpreter(&kernel, &data, &indices, &lookup);
                 }
             }
         }
@@ -818,15 +809,15 @@ fn signature_hashes_separate_indices_dims_permutations_and_dynamic_grids() {
 }
 
 /// Runs `kernel` on `data` and `indices` and checks it against the interpreter, errors
-/// included.
-fn assert_matches_interpreter(kernel: &Kernel, data: &[u8], indices: &[u8]) {
+/// included; `what` goes into the failure message.
+fn assert_matches_interpreter(kernel: &Kernel, data: &[u8], indices: &[u8], what: &str) {
     let validated = kernel.validated();
     let expected = interpret(validated, data, indices);
     let mut output = vec![0xA5u8; validated.output_len() * validated.signature().dtype.size()];
     let actual = kernel
         .run_bytes(data, indices, &mut output)
         .map(|()| output);
-    assert_eq!(actual, expected, "{}", kernel.signature());
+    assert_eq!(actual, expected, "{}: {what}", kernel.signature());
 }
 
 /// An embedding lookup whose batch and sequence length change from call to call: one cache
@@ -856,9 +847,15 @@ fn a_cache_shares_code_across_a_dynamic_batch_and_sequence() {
         let mut rows: Vec<i64> = (0..batch * seq)
             .map(|k| (k * 37 % 100) as i64 - 50)
             .collect();
-        assert_matches_interpreter(&kernel, &table, &index_bytes(IndexType::I64, &rows));
+        assert_matches_interpreter(
+            &kernel,
+            &table,
+            &index_bytes(IndexType::I64, &rows),
+            "valid",
+        );
         *rows.last_mut().expect("not empty") = 50;
-        assert_matches_interpreter(&kernel, &table, &index_bytes(IndexType::I64, &rows));
+        let last_bad = index_bytes(IndexType::I64, &rows);
+        assert_matches_interpreter(&kernel, &table, &last_bad, "the last index out of range");
         if batch * seq >= 8 {
             long.push(kernel);
         }
@@ -898,6 +895,7 @@ fn compile_shared_reuses_held_code_and_compile_never_does() {
         &second,
         &crate::util::f32_bytes(&data),
         &index_bytes(IndexType::I64, &indices),
+        "on shared code",
     );
     drop(first);
     let third = Kernel::compile_shared(&sig(42)).expect("kernel");
@@ -945,6 +943,7 @@ fn threads_asking_for_many_batches_at_once_share_code_correctly() {
                         &kernel,
                         &data,
                         &index_bytes(IndexType::I64, &indices),
+                        &format!("thread {thread}"),
                     );
                 }
             });
