@@ -366,7 +366,8 @@ impl Kernel {
                 // Bands visit indices column band by column band: find the gather's first
                 // rejected index in row-major order, which is at or before `position`.
                 Some(_) => self.first_rejected_before(all, position as usize),
-                None => position as usize,
+                // The code reports the rejected tuple; its first bad coordinate is the error.
+                None => self.first_rejected_in_tuple(all, position as usize),
             };
             self.index_error(position, index_type.read(all, position))
         })
@@ -454,6 +455,20 @@ impl Kernel {
         (0..found)
             .find(|&position| rejected(position))
             .unwrap_or(found)
+    }
+
+    /// The position of the first coordinate the policy rejects in the tuple that starts at
+    /// element `tuple` of the indices (`tuple` itself if, unexpectedly, none is).
+    fn first_rejected_in_tuple(&self, indices: &[u8], tuple: usize) -> usize {
+        let sig = self.signature();
+        let size = sig.index_type.size();
+        (self.plan.lookup.coordinates.iter())
+            .map(|c| (tuple + c.index_offset as usize / size, c.dim_size as usize))
+            .find(|&(position, dim)| {
+                let raw = sig.index_type.read(indices, position);
+                sig.policy.resolve(raw, dim).is_none()
+            })
+            .map_or(tuple, |(position, _)| position)
     }
 
     /// The error for the index at element `position` of the indices, whose value is `value`.

@@ -3,8 +3,9 @@
 //! The function has the C signature of [`super::KernelFn`]:
 //! `(data, indices, output, start, end, bad_index) -> status`. It walks iterations
 //! `start..end` of the outermost loop; every other extent, stride and dimension is an
-//! immediate. Status 0 is success; status 1 means an index was rejected and its element
-//! position in the indices buffer was stored to `*bad_index`.
+//! immediate. Status 0 is success; status 1 means an index was rejected and the element
+//! position of its tuple in the indices buffer was stored to `*bad_index` (the caller finds
+//! the tuple's first bad coordinate).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I8X16, I16, I16X8, I32, I32X4, I64, I64X2};
@@ -131,7 +132,6 @@ pub(crate) fn lower(
     // The one exit for a rejected index: store its element position, return 1.
     let reject = builder.create_block();
     builder.append_block_param(reject, I64); // tuple pointer
-    builder.append_block_param(reject, I64); // coordinate within the tuple
 
     let lowering = Lowering {
         plan,
@@ -156,15 +156,22 @@ pub(crate) fn lower(
     // Every branch to `reject` has been emitted by now.
     builder.seal_block(reject);
     let tuple = builder.block_params(reject)[0];
-    let coordinate = builder.block_params(reject)[1];
     let byte_offset = builder.ins().isub(tuple, indices);
     let shift = plan.index_type.size().trailing_zeros() as i64;
-    let element = builder.ins().ushr_imm_u(byte_offset, shift);
-    let position = builder.ins().iadd(element, coordinate);
+    let position = builder.ins().ushr_imm_u(byte_offset, shift);
     builder.ins().store(flags(), position, bad_index, 0);
     let status = builder.ins().iconst(I32, 1);
     builder.ins().return_(&[status]);
     builder.finalize(config);
+}
+
+/// How a lookup checks its tuple.
+#[derive(Clone, Copy)]
+enum Check {
+    /// One unsigned compare per index, and the policy's code only for tuples that fail it.
+    FastThenPolicy,
+    /// The policy's code for every tuple: shorter code, slower per lookup.
+    PolicyOnly,
 }
 
 struct Lowering<'a> {
@@ -336,7 +343,7 @@ impl Lowering<'_> {
     ///            stop <= to - group ? group(stop) : tail(stop)
     /// bail(i):   single(i, i + group)
     /// tail(i):   i < to ? single(i, stop = to) : exit
-    /// single(i, stop): full lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
+    /// single(i, stop): policy lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
     /// ```
     /// `group` tests its own trip count at the bottom (one taken branch per trip) and `single`
     /// is laid out cold, after the function's hot code, so the checks fall through.
@@ -435,7 +442,9 @@ impl Lowering<'_> {
         b.set_cold_block(single);
         let p = b.block_params(single).to_vec();
         let (i, pointers, stop) = (p[0], [p[1], p[2], p[3]], p[4]);
-        self.emit_lookup(b, pointers, None);
+        // Most of what reaches here needs the policy anyway (or is a partial trip's few
+        // lookups): no fast check, which would duplicate the trip's and cost compile time.
+        self.emit_checked_lookup(b, pointers, None, Check::PolicyOnly);
         let next = b.ins().iadd_imm_s(i, 1);
         let advanced = self.step(b, pointers, depth, 1);
         let again = b.ins().icmp(IntCC::UnsignedLessThan, next, stop);
@@ -630,15 +639,33 @@ impl Lowering<'_> {
     /// `next` is where the following lookup's slice probably starts, for
     /// [`super::prefetch_copy`].
     fn emit_lookup(&self, b: &mut FunctionBuilder, pointers: [Value; 3], next: Option<Value>) {
+        self.emit_checked_lookup(b, pointers, next, Check::FastThenPolicy);
+    }
+
+    /// [`Lowering::emit_lookup`], with the fast check or without it (see [`Check`]).
+    fn emit_checked_lookup(
+        &self,
+        b: &mut FunctionBuilder,
+        pointers: [Value; 3],
+        next: Option<Value>,
+        check: Check,
+    ) {
         let [data, indices, output] = pointers;
         let raw = self.load_tuple(b, indices);
         let slow = b.create_block();
         let copy = b.create_block();
         let done = b.create_block();
         b.append_block_param(copy, I64);
-        self.emit_fast_checks(b, &raw, slow, &[]);
-        let offset = self.offset(b, &raw);
-        b.ins().jump(copy, &[BlockArg::from(offset)]);
+        match check {
+            Check::FastThenPolicy => {
+                self.emit_fast_checks(b, &raw, slow, &[]);
+                let offset = self.offset(b, &raw);
+                b.ins().jump(copy, &[BlockArg::from(offset)]);
+            }
+            Check::PolicyOnly => {
+                b.ins().jump(slow, &[]);
+            }
+        }
 
         b.switch_to_block(slow);
         b.seal_block(slow);
@@ -682,7 +709,8 @@ impl Lowering<'_> {
         let policy = self.plan.policy;
         let mut fixed = Vec::with_capacity(raw.len());
         let mut all_in_range: Option<Value> = None;
-        for (j, (c, &index)) in self.plan.lookup.coordinates.iter().zip(raw).enumerate() {
+        let mut any_bad: Option<Value> = None;
+        for (c, &index) in self.plan.lookup.coordinates.iter().zip(raw) {
             let dim = c.dim_size as i64;
             let index =
                 if self.plan.index_type.is_signed() && policy.negative == NegativeIndices::Wrap {
@@ -709,13 +737,10 @@ impl Lowering<'_> {
                     let bad = b
                         .ins()
                         .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, dim);
-                    let next = b.create_block();
-                    let coordinate_index = b.ins().iconst(I64, j as i64);
-                    let args = [tuple, coordinate_index].map(BlockArg::from);
-                    b.ins().brif(bad, self.reject, &args, next, &[]);
-                    b.switch_to_block(next);
-                    // Its only predecessor is the check above.
-                    b.seal_block(next);
+                    any_bad = Some(match any_bad {
+                        Some(previous) => b.ins().bor(previous, bad),
+                        None => bad,
+                    });
                     index
                 }
                 OutOfRange::Zero => {
@@ -728,6 +753,15 @@ impl Lowering<'_> {
                 }
             };
             fixed.push(index);
+        }
+        if let Some(bad) = any_bad {
+            // The tuple's position; the caller finds its first bad coordinate.
+            let next = b.create_block();
+            b.ins()
+                .brif(bad, self.reject, &[BlockArg::from(tuple)], next, &[]);
+            b.switch_to_block(next);
+            // Its only predecessor is the check above.
+            b.seal_block(next);
         }
         let offset = self.offset(b, &fixed);
         match all_in_range {

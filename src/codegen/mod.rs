@@ -163,8 +163,8 @@ impl JitCode {
 
     /// Calls the kernel on iterations `start..end` of the outermost loop.
     ///
-    /// Returns `Err(position)` with the element position in the indices buffer of a rejected
-    /// index.
+    /// Returns `Err(position)` with the element position in the indices buffer of the tuple
+    /// holding a rejected index.
     ///
     /// # Safety
     /// The pointers must satisfy `Kernel::call_range`'s contract for a plan whose
