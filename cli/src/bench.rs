@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// read memory backed alike)
     #[arg(long)]
     no_huge_pages: bool,
+    /// Only compile the kernel N times, fresh (Kernel::compile_tuned), and print nothing: for
+    /// counting a compile's instructions under valgrind (benches/compile_instructions.sh)
+    #[arg(long, value_name = "N")]
+    compile_only: Option<u64>,
 }
 
 /// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
@@ -99,6 +103,21 @@ fn measure_each(budget: Duration, samples: usize, mut f: impl FnMut()) -> f64 {
     times[times.len() / 2]
 }
 
+/// The tuning the flags ask for.
+fn tuning(args: &BenchArgs) -> Tuning {
+    if args.no_bands {
+        return Tuning::NO_BANDS;
+    }
+    let default = Tuning::default();
+    Tuning {
+        band_scratch_bytes: args
+            .band_scratch_kib
+            .map_or(default.band_scratch_bytes, |kib| kib.saturating_mul(1024)),
+        band_max_rows: args.band_max_rows.unwrap_or(default.band_max_rows),
+        ..default
+    }
+}
+
 /// Runs `gather-jit bench`.
 ///
 /// # Errors
@@ -106,6 +125,13 @@ fn measure_each(budget: Duration, samples: usize, mut f: impl FnMut()) -> f64 {
 pub fn main(args: &BenchArgs) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let validated = sig.validate()?;
+    let tuning = tuning(args);
+    if let Some(compiles) = args.compile_only {
+        for _ in 0..compiles {
+            black_box(Kernel::compile_tuned(black_box(&sig), tuning)?);
+        }
+        return Ok(());
+    }
     let mut rng = XorShift::new(args.seed);
     let (data, indices) =
         random::inputs_below(&validated, &mut rng, args.index_limit.unwrap_or(u64::MAX))?;
@@ -117,18 +143,6 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
-    let tuning = if args.no_bands {
-        Tuning::NO_BANDS
-    } else {
-        let default = Tuning::default();
-        Tuning {
-            band_scratch_bytes: args
-                .band_scratch_kib
-                .map_or(default.band_scratch_bytes, |kib| kib.saturating_mul(1024)),
-            band_max_rows: args.band_max_rows.unwrap_or(default.band_max_rows),
-            ..default
-        }
-    };
     let cache = KernelCache::new(16);
     let started = Instant::now();
     let kernel = if tuning != Tuning::default() {

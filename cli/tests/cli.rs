@@ -588,6 +588,17 @@ fn bench_text_and_errors() {
 }
 
 #[test]
+fn bench_compile_only_compiles_and_prints_nothing() {
+    let args = ["bench", "--op", "gather", "--data-shape", "16x16"];
+    let out = ok(&[&args[..], &["--indices-shape", "4", "--compile-only", "3"]].concat());
+    assert_eq!(out, "");
+    // A signature that does not compile is still an error.
+    let compile_only = ["--indices-shape", "4", "--axis", "2", "--compile-only", "3"];
+    let line = usage_error(&[&args[..], &compile_only[..]].concat());
+    assert!(line.contains("axis"), "{line}");
+}
+
+#[test]
 fn bench_index_limit_is_reported() {
     let args = [
         "bench",
