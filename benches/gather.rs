@@ -1,7 +1,8 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
 //! cold compile, a cache hit, a warm JIT call (one thread and two; for a banded GatherElements
 //! also without bands), the interpreter, a memcpy of the output's size
-//! and a fill of the output, with `Throughput::Bytes` of the output.
+//! and a fill of the output, with `Throughput::Bytes` of the output; then the copy tiers, and
+//! all those signatures compiled into a new cache one by one or with `get_all`.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
 //! The interpreter is timed only where one call takes well under a second (it is the oracle,
@@ -115,6 +116,25 @@ fn benches(c: &mut Criterion) {
             },
         );
     }
+    group.finish();
+
+    // A model's gather kernels compiled when it loads: the cases and the model shapes into a
+    // new cache, one `get` after another, or all at once with `get_all` (on the pool).
+    let signatures: Vec<_> = (performance_cases().into_iter().chain(model_cases()))
+        .map(|workload| workload.signature)
+        .collect();
+    let mut group = c.benchmark_group("compile_model");
+    group.bench_function("get_each", |b| {
+        b.iter(|| {
+            let cache = KernelCache::new(64);
+            for signature in &signatures {
+                black_box(cache.get(signature).expect("compiles"));
+            }
+        })
+    });
+    group.bench_function("get_all", |b| {
+        b.iter(|| black_box(KernelCache::new(64).get_all(&signatures)))
+    });
     group.finish();
 }
 

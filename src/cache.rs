@@ -275,6 +275,23 @@ impl KernelCache {
         result
     }
 
+    /// The kernels for `signatures`, in order: [`KernelCache::get`] of each, with the misses
+    /// compiled in parallel on the calling thread and the crate's worker threads (those of
+    /// [`Kernel::call_parallel`], one per further core). For a runtime that knows its model's
+    /// gather shapes when it loads it: the compiles then take about 1 / cores of the time.
+    /// A signature listed twice is compiled once.
+    pub fn get_all(&self, signatures: &[Signature]) -> Vec<Result<Arc<Kernel>>> {
+        let kernels: Vec<OnceLock<Result<Arc<Kernel>>>> =
+            signatures.iter().map(|_| OnceLock::new()).collect();
+        crate::pool::run(signatures.len(), &|i| {
+            let _ = kernels[i].set(self.get(&signatures[i]));
+        });
+        kernels
+            .into_iter()
+            .map(|kernel| kernel.into_inner().expect("pool::run runs every part"))
+            .collect()
+    }
+
     /// Calls `f` with the kernel for `signature`, compiling it on first use.
     ///
     /// The cheapest way to reach a cached kernel: a hit from this thread's view lends the

@@ -958,3 +958,51 @@ fn threads_asking_for_many_batches_at_once_share_code_correctly() {
     assert_eq!(stats.misses, 10, "batches 2..=11");
     assert!(stats.shared_code >= 1, "{stats:?}");
 }
+
+/// `get_all` answers each signature as `get` would, in order, compiling each distinct valid
+/// one once, and the kernels it compiled on the pool's workers run correctly here.
+#[test]
+fn get_all_compiles_each_distinct_signature_once_and_answers_in_order() {
+    let cache = KernelCache::new(64);
+    let element = |rows: usize| Signature::gather_elements(&[rows, 64], &[rows, 64], 0);
+    let signatures = vec![
+        element(3),
+        Signature::gather(&[40, 16], &[5], 0, 0),
+        element(3),
+        // Invalid: axis 2 of a rank-2 table.
+        Signature::gather(&[40, 16], &[5], 2, 0),
+        Signature::gather_nd(&[8, 8, 4], &[6, 2], 0),
+        element(5),
+    ];
+    let kernels = cache.get_all(&signatures);
+    assert_eq!(kernels.len(), signatures.len());
+    for (signature, kernel) in signatures.iter().zip(&kernels) {
+        match (kernel, signature.validate()) {
+            (Ok(kernel), Ok(_)) => {
+                assert_eq!(kernel.signature(), signature);
+                let again = cache.get(signature).expect("cached");
+                assert!(Arc::ptr_eq(kernel, &again), "{signature:?}");
+            }
+            (Err(error), Err(expected)) => assert_eq!(error, &expected),
+            (kernel, validated) => panic!("{signature:?}: {kernel:?} against {validated:?}"),
+        }
+    }
+    assert!(Arc::ptr_eq(
+        kernels[0].as_ref().expect("valid"),
+        kernels[2].as_ref().expect("valid")
+    ));
+    let stats = cache.stats();
+    // Four distinct valid signatures, each compiled (or built on shared code) once.
+    assert_eq!(stats.misses, 4, "{stats:?}");
+    assert_eq!(stats.compilations + stats.shared_code, 4, "{stats:?}");
+
+    let rows: Vec<i64> = (0..6 * 2).map(|k| (k * 5 % 8) as i64).collect();
+    let table: Vec<f32> = (0..8 * 8 * 4).map(|i| i as f32).collect();
+    assert_matches_interpreter(
+        kernels[4].as_ref().expect("valid"),
+        &crate::util::f32_bytes(&table),
+        &index_bytes(IndexType::I64, &rows),
+        "a kernel from get_all",
+    );
+    assert!(cache.get_all(&[]).is_empty());
+}
