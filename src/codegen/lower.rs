@@ -1032,18 +1032,14 @@ mod tests {
             let validated = signature.validate().expect("valid signature");
             prefetches_next_slice(&Plan::new(&validated).expect("plan"))
         };
-        // S5: 3 KiB rows of an embedding table.
-        assert!(prefetches(&Signature::gather(
-            &[30522, 768],
-            &[8, 128],
-            0,
-            0
-        )));
+        // 3 KiB rows of an embedding table (S5's), into an output too small to stream.
+        let rows = Signature::gather(&[30522, 768], &[4], 0, 0);
+        assert!(prefetches(&rows));
         // Inline copies, a single lookup, and streaming copies do not.
         assert!(!prefetches(&Signature::gather(&[100, 128], &[64], 0, 0)));
         assert!(!prefetches(&Signature::gather(&[100, 768], &[1], 0, 0)));
         assert!(!prefetches(&Signature::gather(&[5, 1000], &[8400], 0, 0)));
-        let text = clif(&Signature::gather(&[30522, 768], &[8, 128], 0, 0));
+        let text = clif(&rows);
         assert!(text.contains("umin"), "the next tuple is clamped\n{text}");
     }
 
