@@ -103,6 +103,13 @@ struct Remembered {
     last_used: Arc<AtomicU64>,
 }
 
+/// Whether a request adds what it finds to the calling thread's view.
+#[derive(Clone, Copy)]
+enum View {
+    Remember,
+    Skip,
+}
+
 /// A ready entry as read under the map's lock, for [`KernelCache::remember`].
 struct Found {
     kernel: Arc<Kernel>,
@@ -205,10 +212,15 @@ impl KernelCache {
     /// # Errors
     /// The signature's validation error (not cached), or a code generation error.
     pub fn get(&self, signature: &Signature) -> Result<Arc<Kernel>> {
+        self.get_for(signature, View::Remember)
+    }
+
+    /// [`KernelCache::get`], adding what it finds to this thread's view or not.
+    fn get_for(&self, signature: &Signature, view: View) -> Result<Arc<Kernel>> {
         if let Some(kernel) = self.in_view(signature, Arc::clone) {
             return Ok(kernel);
         }
-        if let Some(kernel) = self.lookup(signature) {
+        if let Some(kernel) = self.lookup(signature, view) {
             return Ok(kernel);
         }
         // Validate before taking a slot, so invalid signatures never occupy one.
@@ -227,7 +239,7 @@ impl KernelCache {
                         State::Ready(kernel) => {
                             let found = self.found(entry, kernel);
                             drop(guard);
-                            return Ok(self.remember(signature, found));
+                            return Ok(self.hand_out(signature, found, view));
                         }
                         State::Compiling(slot) => Arc::clone(slot),
                     }
@@ -269,7 +281,7 @@ impl KernelCache {
                 entry.state = State::Ready(Arc::clone(kernel));
                 let found = self.found(entry, kernel);
                 drop(guard);
-                self.remember(signature, found);
+                self.hand_out(signature, found, view);
             }
         }
         result
@@ -279,12 +291,21 @@ impl KernelCache {
     /// compiled in parallel on the calling thread and the crate's worker threads (those of
     /// [`Kernel::call_parallel`], one per further core). For a runtime that knows its model's
     /// gather shapes when it loads it: the compiles then take about 1 / cores of the time.
-    /// A signature listed twice is compiled once.
+    /// A signature listed twice is compiled once. While another thread's parallel call holds
+    /// the workers, the compiles run on the calling thread alone, and a parallel call meanwhile
+    /// runs on its own caller.
     pub fn get_all(&self, signatures: &[Signature]) -> Vec<Result<Arc<Kernel>>> {
         let kernels: Vec<OnceLock<Result<Arc<Kernel>>>> =
             signatures.iter().map(|_| OnceLock::new()).collect();
+        let caller = std::thread::current().id();
         crate::pool::run(signatures.len(), &|i| {
-            let _ = kernels[i].set(self.get(&signatures[i]));
+            // A worker's view would keep the kernel (and its code) alive until that worker's
+            // next request to this cache, which may never come.
+            let view = match std::thread::current().id() == caller {
+                true => View::Remember,
+                false => View::Skip,
+            };
+            let _ = kernels[i].set(self.get_for(&signatures[i], view));
         });
         kernels
             .into_iter()
@@ -410,7 +431,7 @@ impl KernelCache {
 
     /// The locked fast path: a compiled kernel already in the map (compiled by another
     /// thread, or dropped from this thread's view).
-    fn lookup(&self, signature: &Signature) -> Option<Arc<Kernel>> {
+    fn lookup(&self, signature: &Signature, view: View) -> Option<Arc<Kernel>> {
         let mut guard = self.lock();
         let entries = &mut *guard;
         let now = self.tick();
@@ -422,7 +443,15 @@ impl KernelCache {
         let found = self.found(entry, kernel);
         entries.hits += 1;
         drop(guard);
-        Some(self.remember(signature, found))
+        Some(self.hand_out(signature, found, view))
+    }
+
+    /// `found`'s kernel, remembered in this thread's view if `view` says so.
+    fn hand_out(&self, signature: &Signature, found: Found, view: View) -> Arc<Kernel> {
+        match view {
+            View::Remember => self.remember(signature, found),
+            View::Skip => found.kernel,
+        }
     }
 
     /// Advances the clock; called with the map's lock held.

@@ -1006,3 +1006,28 @@ fn get_all_compiles_each_distinct_signature_once_and_answers_in_order() {
     );
     assert!(cache.get_all(&[]).is_empty());
 }
+
+/// Kernels `get_all` compiled on the worker threads are not kept alive by those threads: once
+/// the cache is cleared and the caller has moved on, nothing holds them.
+#[test]
+fn get_all_leaves_no_kernel_alive_on_the_workers() {
+    let cache = KernelCache::new(64);
+    let signatures: Vec<Signature> = (2..10)
+        .map(|rows| Signature::gather(&[rows * 7, 16], &[rows], 0, 0))
+        .collect();
+    let held: Vec<std::sync::Weak<Kernel>> = cache
+        .get_all(&signatures)
+        .iter()
+        .map(|kernel| Arc::downgrade(kernel.as_ref().expect("valid")))
+        .collect();
+    cache.clear();
+    // The caller's own view is dropped at its next request.
+    cache
+        .get(&Signature::gather(&[3, 3], &[1], 0, 0))
+        .expect("valid");
+    let alive = held
+        .iter()
+        .filter(|kernel| kernel.upgrade().is_some())
+        .count();
+    assert_eq!(alive, 0, "kernels still held after clear");
+}
