@@ -375,7 +375,8 @@ impl Kernel {
 
     /// Runs `cells` (see [`Kernel::call_cells`]) of a banded plan: packs each band met into
     /// this thread's scratch buffer, then runs the code (the plan's inner loops) on its rows.
-    /// Returns the element position of a rejected index, like [`JitCode::call`].
+    /// Returns the element position of the tuple holding a rejected index, like
+    /// [`JitCode::call`] (a banded plan's tuples are single indices).
     ///
     /// # Safety
     /// As [`Kernel::call_range`], with `cells` within `0..batches * bands * rows`.
@@ -446,29 +447,34 @@ impl Kernel {
     /// given that the one at `found` is rejected (a range of bands meets its bad indices
     /// column band by column band, and an earlier one may lie in another range).
     fn first_rejected_before(&self, indices: &[u8], found: usize) -> usize {
-        let policy = self.signature().policy;
-        let dim = self.plan.lookup.coordinates[0].dim_size as usize;
-        let rejected = |position: usize| {
-            let raw = self.signature().index_type.read(indices, position);
-            policy.resolve(raw, dim).is_none() && policy.out_of_range != OutOfRange::Zero
-        };
+        let dim = self.plan.lookup.coordinates[0].dim_size;
         (0..found)
-            .find(|&position| rejected(position))
+            .find(|&position| self.rejects(indices, position, dim))
             .unwrap_or(found)
     }
 
     /// The position of the first coordinate the policy rejects in the tuple that starts at
-    /// element `tuple` of the indices (`tuple` itself if, unexpectedly, none is).
+    /// element `tuple` of the indices, which the code reported.
     fn first_rejected_in_tuple(&self, indices: &[u8], tuple: usize) -> usize {
+        let size = self.signature().index_type.size();
+        let first = (self.plan.lookup.coordinates.iter())
+            .map(|c| (tuple + c.index_offset as usize / size, c.dim_size))
+            .find(|&(position, dim)| self.rejects(indices, position, dim))
+            .map(|(position, _)| position);
+        debug_assert!(
+            first.is_some(),
+            "the code rejected a tuple the policy accepts"
+        );
+        first.unwrap_or(tuple)
+    }
+
+    /// Whether the policy rejects the index at element `position` of the indices, into a dim
+    /// of `dim` (an error, not a zero-filled slice).
+    fn rejects(&self, indices: &[u8], position: usize, dim: u64) -> bool {
         let sig = self.signature();
-        let size = sig.index_type.size();
-        (self.plan.lookup.coordinates.iter())
-            .map(|c| (tuple + c.index_offset as usize / size, c.dim_size as usize))
-            .find(|&(position, dim)| {
-                let raw = sig.index_type.read(indices, position);
-                sig.policy.resolve(raw, dim).is_none()
-            })
-            .map_or(tuple, |(position, _)| position)
+        let raw = sig.index_type.read(indices, position);
+        sig.policy.resolve(raw, dim as usize).is_none()
+            && sig.policy.out_of_range != OutOfRange::Zero
     }
 
     /// The error for the index at element `position` of the indices, whose value is `value`.

@@ -55,8 +55,8 @@ pub struct Lookup {
     /// Contiguous bytes copied per tuple (0 when only the indices are checked).
     pub slice_bytes: u64,
     /// Whether slices are written with non-temporal (streaming) stores: for large slices into
-    /// an output larger than the last-level cache, where reading the destination lines for
-    /// ownership would double the memory traffic.
+    /// an output of a quarter of the last-level cache or more ([`streaming_output_bytes`]),
+    /// where reading the destination lines for ownership would add to the memory traffic.
     pub streaming: bool,
 }
 
@@ -66,8 +66,8 @@ pub struct Lookup {
 pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
 
 /// The output size from which large slices are written with streaming stores on this host:
-/// a quarter of its last-level cache (at most [`STREAMING_OUTPUT_BYTES`]; that, if the cache
-/// size is unknown). A slice gather reads as many bytes of data as it writes, so from there on
+/// a quarter of its last-level cache, at most [`STREAMING_OUTPUT_BYTES`], which also applies
+/// when the cache size is unknown (a size read is 1 MiB or more, so this is at least 256 KiB). A slice gather reads as many bytes of data as it writes, so from there on
 /// one call's working set is half the cache or more, and on a cache shared with other cores
 /// the output is evicted before it is read again: the stores then only cost the reads of the
 /// lines they fill. Measured on the 2026-11-23 host (8 MiB L3): S5's 3 MiB output 0.65x the
@@ -77,31 +77,37 @@ pub fn streaming_output_bytes() -> u64 {
     static BYTES: OnceLock<u64> = OnceLock::new();
     *BYTES.get_or_init(|| {
         last_level_cache_bytes().map_or(STREAMING_OUTPUT_BYTES, |cache| {
-            (cache / 4).clamp(1, STREAMING_OUTPUT_BYTES)
+            (cache / 4).min(STREAMING_OUTPUT_BYTES)
         })
     })
 }
 
-/// The size of the largest cache CPU 0 sees, from Linux's sysfs (`None` elsewhere, or if it
-/// cannot be read).
+/// The size of the last-level cache CPU 0 sees (the highest level of data or unified cache),
+/// from Linux's sysfs; `None` elsewhere, if it cannot be read, or if it reads under 1 MiB
+/// (no last-level cache is that small: something else was read).
 fn last_level_cache_bytes() -> Option<u64> {
     let caches = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
-    caches
+    let read = |dir: &std::path::Path, name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let (_, bytes) = caches
         .filter_map(|entry| {
-            let size = std::fs::read_to_string(entry.ok()?.path().join("size")).ok()?;
-            parse_cache_size(size.trim())
+            let dir = entry.ok()?.path();
+            let kind = read(&dir, "type")?;
+            if !matches!(kind.trim(), "Data" | "Unified") {
+                return None;
+            }
+            let level: u32 = read(&dir, "level")?.trim().parse().ok()?;
+            Some((level, parse_cache_size(read(&dir, "size")?.trim())?))
         })
-        .max()
+        .max()?;
+    (bytes >= 1 << 20).then_some(bytes)
 }
 
 /// `"8192K"`, `"32M"` or `"512"` (bytes) as bytes.
 fn parse_cache_size(text: &str) -> Option<u64> {
-    let (digits, unit) = match text.as_bytes().last()? {
-        b'K' => (&text[..text.len() - 1], 1 << 10),
-        b'M' => (&text[..text.len() - 1], 1 << 20),
-        b'G' => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
+    let (digits, unit) = [("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30)]
+        .into_iter()
+        .find_map(|(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))
+        .unwrap_or((text, 1));
     digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
@@ -538,7 +544,7 @@ mod tests {
     #[test]
     fn outputs_from_the_host_threshold_stream_and_smaller_ones_do_not() {
         let threshold = streaming_output_bytes();
-        assert!((1..=STREAMING_OUTPUT_BYTES).contains(&threshold));
+        assert!(((256 << 10)..=STREAMING_OUTPUT_BYTES).contains(&threshold));
         // Rows of 4 KiB: `lookups` of them make the output.
         let rows = |lookups: u64| plan(Signature::gather(&[8, 1024], &[lookups as usize], 0, 0));
         let at = threshold.div_ceil(4096);

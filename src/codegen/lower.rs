@@ -129,7 +129,7 @@ pub(crate) fn lower(
         unreachable!("kernel_signature has six parameters")
     };
 
-    // The one exit for a rejected index: store its element position, return 1.
+    // The one exit for a rejected index: store the element position of its tuple, return 1.
     let reject = builder.create_block();
     builder.append_block_param(reject, I64); // tuple pointer
 
@@ -694,9 +694,9 @@ impl Lowering<'_> {
         offset.unwrap_or_else(|| b.ins().iconst(I64, 0))
     }
 
-    /// Applies the policy to a tuple with at least one index outside `0..dim`: jumps to `copy`
-    /// with the offset, to `reject` with the first bad coordinate, or zero-fills and jumps to
-    /// `done`.
+    /// Applies the policy to a tuple (one that failed the fast check, or any in the cold loop):
+    /// jumps to `copy` with the offset, to `reject` with the tuple if the policy rejects any of
+    /// its indices, or zero-fills and jumps to `done`.
     fn emit_slow_path(
         &self,
         b: &mut FunctionBuilder,

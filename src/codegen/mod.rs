@@ -407,7 +407,7 @@ unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize,
 }
 
 /// Copies `len` bytes from `source` to `dest` with non-temporal stores (on x86-64; a plain
-/// copy elsewhere). Generated code calls it for large slices of outputs larger than the cache.
+/// copy elsewhere). Generated code calls it for large slices of large outputs (`Lookup::streaming`).
 ///
 /// # Safety
 /// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
