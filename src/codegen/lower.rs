@@ -403,13 +403,11 @@ impl Lowering<'_> {
                 1
             };
             for lookups in steps.chunks(checked_together) {
-                let tuples: Vec<Vec<Value>> = (lookups.iter())
-                    .map(|&[_, indices, _]| self.load_tuple(b, indices))
+                let tuples: Vec<(Value, Vec<Value>)> = (lookups.iter())
+                    .map(|&[data, indices, _]| (data, self.load_tuple(b, indices)))
                     .collect();
-                self.emit_fast_checks(b, &tuples.concat(), bail_block, &bail);
-                for (&[data, _, output], raw) in lookups.iter().zip(&tuples) {
-                    let offset = self.offset(b, raw);
-                    let source = b.ins().iadd(data, offset);
+                let sources = self.checked_sources(b, &tuples, bail_block, &bail);
+                for (&[_, _, output], source) in lookups.iter().zip(sources) {
                     self.emit_copy(b, source, output, None);
                 }
             }
@@ -513,15 +511,7 @@ impl Lowering<'_> {
                 .collect();
             // One vector's tuples are checked together: indices into one power-of-two size
             // share a compare across lanes too.
-            let all: Vec<Value> = tuples.iter().flat_map(|(_, raw)| raw.clone()).collect();
-            self.emit_fast_checks(b, &all, single, bail);
-            let sources: Vec<Value> = tuples
-                .iter()
-                .map(|(data, raw)| {
-                    let offset = self.offset(b, raw);
-                    b.ins().iadd(*data, offset)
-                })
-                .collect();
+            let sources = self.checked_sources(b, &tuples, single, bail);
             let mut packed: Option<Value> = None;
             for (lane, &source) in sources.iter().enumerate() {
                 let element = b.ins().load(lane_type, flags(), source, 0);
@@ -564,6 +554,25 @@ impl Lowering<'_> {
             .collect();
         let offset = self.offset(b, &clamped);
         Some(b.ins().iadd(data, offset))
+    }
+
+    /// The fast checks of `tuples` (each a data pointer and its tuple's raw indices), all at
+    /// once (else `otherwise(args)`), then the source of each slice.
+    fn checked_sources(
+        &self,
+        b: &mut FunctionBuilder,
+        tuples: &[(Value, Vec<Value>)],
+        otherwise: Block,
+        args: &[BlockArg],
+    ) -> Vec<Value> {
+        let all: Vec<Value> = tuples.iter().flat_map(|(_, raw)| raw.clone()).collect();
+        self.emit_fast_checks(b, &all, otherwise, args);
+        (tuples.iter())
+            .map(|(data, raw)| {
+                let offset = self.offset(b, raw);
+                b.ins().iadd(*data, offset)
+            })
+            .collect()
     }
 
     /// Loads every coordinate of the tuple at `indices`, widened to 64 bits.
