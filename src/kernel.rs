@@ -242,8 +242,16 @@ impl Kernel {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for a rejected index (see `call_range`).
     pub unsafe fn call(&self, data: *const u8, indices: *const u8, output: *mut u8) -> Result<()> {
-        // SAFETY: forwarded contract; the range is the whole loop.
-        unsafe { self.call_range(data, indices, output, 0..self.outer_extent()) }
+        // SAFETY: forwarded contract; the whole loop is `0..outer_extent()` iterations, that is
+        // `cells_per_iteration()` cells each.
+        unsafe {
+            self.call_cells(
+                data,
+                indices,
+                output,
+                0..self.outer_extent() * self.cells_per_iteration(),
+            )
+        }
     }
 
     /// Runs iterations `range` of the outermost loop, for splitting one gather across threads
@@ -341,6 +349,7 @@ impl Kernel {
     /// # Safety
     /// As [`Kernel::call_range`], with `cells` within `0..outer_extent() *
     /// cells_per_iteration()`.
+    #[inline]
     unsafe fn call_cells(
         &self,
         data: *const u8,
@@ -357,20 +366,29 @@ impl Kernel {
                     .call(data, indices, output, cells.start, cells.end)
             },
         };
-        result.map_err(|position| {
-            let index_type = self.signature().index_type;
-            // SAFETY: the contract makes the whole indices buffer readable.
-            let all =
-                unsafe { std::slice::from_raw_parts(indices, self.plan.indices_bytes as usize) };
-            let position = match self.plan.band {
-                // Bands visit indices column band by column band: find the gather's first
-                // rejected index in row-major order, which is at or before `position`.
-                Some(_) => self.first_rejected_before(all, position as usize),
-                // The code reports the rejected tuple; its first bad coordinate is the error.
-                None => self.first_rejected_in_tuple(all, position as usize),
-            };
-            self.index_error(position, index_type.read(all, position))
-        })
+        // SAFETY: forwarded contract (the whole indices buffer is readable).
+        result.map_err(|position| unsafe { self.rejected(indices, position) })
+    }
+
+    /// The error for the rejected index that the code (or `call_bands`) reported at element
+    /// `position`. Out of line: a tiny kernel's call then keeps only the branch to it.
+    ///
+    /// # Safety
+    /// `indices` points to the whole indices buffer, readable.
+    #[cold]
+    #[inline(never)]
+    unsafe fn rejected(&self, indices: *const u8, position: u64) -> Error {
+        let index_type = self.signature().index_type;
+        // SAFETY: the caller's contract makes the whole indices buffer readable.
+        let all = unsafe { std::slice::from_raw_parts(indices, self.plan.indices_bytes as usize) };
+        let position = match self.plan.band {
+            // Bands visit indices column band by column band: find the gather's first
+            // rejected index in row-major order, which is at or before `position`.
+            Some(_) => self.first_rejected_before(all, position as usize),
+            // The code reports the rejected tuple; its first bad coordinate is the error.
+            None => self.first_rejected_in_tuple(all, position as usize),
+        };
+        self.index_error(position, index_type.read(all, position))
     }
 
     /// Runs `cells` (see [`Kernel::call_cells`]) of a banded plan: packs each band met into
@@ -380,6 +398,7 @@ impl Kernel {
     ///
     /// # Safety
     /// As [`Kernel::call_range`], with `cells` within `0..batches * bands * rows`.
+    #[inline(never)]
     unsafe fn call_bands(
         &self,
         band: Band,
@@ -515,6 +534,10 @@ impl Kernel {
         output: *mut u8,
         threads: usize,
     ) -> Result<()> {
+        if self.threads_for(threads) <= 1 {
+            // SAFETY: forwarded contract.
+            return unsafe { self.call(data, indices, output) };
+        }
         let (threads, units, granule) = self.parallel_split(threads);
         if threads <= 1 {
             // SAFETY: forwarded contract.
