@@ -93,9 +93,55 @@ impl ViewHits {
 struct ThreadView {
     cache: u64,
     generation: u64,
-    kernels: FxHashMap<Signature, Remembered>,
+    kernels: Remembrance,
     /// Hits answered from this view; registered in the cache's [`ViewHits`].
     hits: Arc<AtomicU64>,
+}
+
+/// The kernels of a [`ThreadView`] by signature. A request repeating the latest one found (a
+/// runtime running one op in a loop) is answered by one comparison of signatures, without
+/// hashing one (which took over a third of a hit's instructions).
+#[derive(Default)]
+struct Remembrance {
+    kernels: Vec<(Signature, Remembered)>,
+    /// Position in `kernels` by signature.
+    positions: FxHashMap<Signature, usize>,
+    /// Position of the latest kernel found (or added).
+    latest: usize,
+}
+
+impl Remembrance {
+    fn get(&mut self, signature: &Signature) -> Option<&Remembered> {
+        let latest = match self.kernels.get(self.latest) {
+            Some((remembered, _)) if remembered == signature => self.latest,
+            _ => *self.positions.get(signature)?,
+        };
+        self.latest = latest;
+        Some(&self.kernels[latest].1)
+    }
+
+    fn insert(&mut self, signature: &Signature, remembered: Remembered) {
+        match self.positions.get(signature) {
+            Some(&at) => {
+                self.kernels[at].1 = remembered;
+                self.latest = at;
+            }
+            None => {
+                self.latest = self.kernels.len();
+                self.positions.insert(signature.clone(), self.latest);
+                self.kernels.push((signature.clone(), remembered));
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.kernels.len()
+    }
+
+    fn clear(&mut self) {
+        self.kernels.clear();
+        self.positions.clear();
+    }
 }
 
 struct Remembered {
@@ -353,7 +399,7 @@ impl KernelCache {
                     drop(stale);
                     return None;
                 }
-                let view = &views[at];
+                let view = &mut views[at];
                 let remembered = view.kernels.get(signature)?;
                 let stamp = self.clock.load(Ordering::Relaxed) + 1;
                 if remembered.last_used.load(Ordering::Relaxed) < stamp {
@@ -404,7 +450,7 @@ impl KernelCache {
                     views.push(ThreadView {
                         cache: self.id,
                         generation,
-                        kernels: FxHashMap::default(),
+                        kernels: Remembrance::default(),
                         hits,
                     });
                     views.len() - 1
@@ -419,7 +465,7 @@ impl KernelCache {
                 view.generation = generation;
             }
             view.kernels.insert(
-                signature.clone(),
+                signature,
                 Remembered {
                     kernel: Arc::clone(&kernel),
                     last_used,

@@ -445,6 +445,44 @@ fn with_lends_the_cached_kernel_without_cloning_it() {
     assert!(!called);
 }
 
+/// Requests that alternate between signatures differing in one field each get their own
+/// kernel from the thread's view (which answers a repeat of its latest signature by one
+/// comparison) and are counted as hits.
+#[test]
+fn alternating_signatures_each_get_their_own_kernel_from_the_view() {
+    let cache = KernelCache::new(8);
+    let base = Signature::gather(&[5, 3], &[2], 0, 0);
+    let signatures = [
+        base.clone(),
+        Signature::gather(&[5, 4], &[2], 0, 0),
+        Signature::gather(&[5, 3], &[3], 0, 0),
+        Signature {
+            dtype: DType::I32,
+            ..base.clone()
+        },
+        Signature {
+            index_type: IndexType::I32,
+            ..base.clone()
+        },
+        Signature::gather(&[5, 3], &[2], 1, 0),
+    ];
+    for sig in &signatures {
+        cache.get(sig).expect("compiles");
+    }
+    let requests = [0, 0, 1, 0, 2, 2, 3, 4, 5, 0, 5, 5, 1];
+    for &i in &requests {
+        let kernel = cache.get(&signatures[i]).expect("hit");
+        assert_eq!(kernel.signature(), &signatures[i], "request for {i}");
+        let lent = cache.with(&signatures[i], |kernel| kernel.signature().clone());
+        assert_eq!(lent.expect("hit"), signatures[i], "lent for {i}");
+    }
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.hits, stats.misses),
+        (2 * requests.len() as u64, signatures.len() as u64)
+    );
+}
+
 /// `with` lends from this thread's view only while nothing has left the cache since: a kernel
 /// evicted by another thread is never lent, and the view holding it goes at this request.
 #[test]
