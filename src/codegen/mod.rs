@@ -110,8 +110,11 @@ impl JitCode {
         }
         let code_bytes = CONTEXTS.with(|contexts| -> Result<usize> {
             let (ctx, builder_context) = &mut *contexts.borrow_mut();
+            // The cleared function keeps its tables' capacity from the last compile (a fresh
+            // `Function` would regrow them all).
             ctx.clear();
-            ctx.func = Function::with_name_signature(UserFuncName::user(0, id.as_u32()), signature);
+            ctx.func.name = UserFuncName::user(0, id.as_u32());
+            ctx.func.signature = signature;
             let [stream_copy, prefetch_copy, prefetch_rows] =
                 helper_ids.map(|id| id.map(|id| module.declare_func_in_func(id, &mut ctx.func)));
             let helpers = lower::Helpers {
