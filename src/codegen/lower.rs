@@ -17,7 +17,7 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
 use crate::ir::{IndexType, NegativeIndices, OutOfRange};
-use crate::specialize::{Coordinate, Plan};
+use crate::specialize::{Coordinate, Loop, Plan};
 
 /// Slices up to this many bytes are copied with unrolled 16-byte moves; larger ones call
 /// `memcpy`. Chosen by measurement (see `docs/performance.md`).
@@ -205,6 +205,61 @@ fn add_to_counter(b: &mut FunctionBuilder, value: Value, k: i64) -> Value {
     }
 }
 
+/// The state a loop carries as block parameters: its counter and the pointers it advances.
+/// A pointer the loop does not advance (stride 0: the data pointer of a GatherND's only loop)
+/// is the same value on every trip and is used directly; as a parameter it would only be a
+/// constant phi, which Cranelift then spends compile time removing.
+#[derive(Clone, Copy)]
+struct Carried {
+    /// Which of `(data, indices, output)` the loop advances.
+    varying: [bool; 3],
+    /// The pointers on entry (used for those not advanced).
+    entry: [Value; 3],
+}
+
+impl Carried {
+    fn new(spec: Loop, entry: [Value; 3]) -> Carried {
+        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        Carried {
+            varying: strides.map(|stride| stride != 0),
+            entry,
+        }
+    }
+
+    /// Adds the counter and the advanced pointers as parameters of `block`.
+    fn append_params(&self, b: &mut FunctionBuilder, block: Block) {
+        b.append_block_param(block, I64);
+        let pointer = b.func.dfg.value_type(self.entry[0]);
+        for _ in self.varying.iter().filter(|&&varying| varying) {
+            b.append_block_param(block, pointer);
+        }
+    }
+
+    /// The arguments of a jump to a block with [`Carried::append_params`].
+    fn args(&self, i: Value, pointers: [Value; 3]) -> Vec<BlockArg> {
+        let advanced = (pointers.into_iter().zip(self.varying))
+            .filter(|&(_, varying)| varying)
+            .map(|(pointer, _)| pointer);
+        std::iter::once(i)
+            .chain(advanced)
+            .map(BlockArg::from)
+            .collect()
+    }
+
+    /// The counter and the three pointers in `block`.
+    fn read(&self, b: &FunctionBuilder, block: Block) -> (Value, [Value; 3]) {
+        let mut params = b.block_params(block).iter().copied();
+        let i = params.next().expect("the counter");
+        let mut pointers = self.entry;
+        for (pointer, &varying) in pointers.iter_mut().zip(&self.varying) {
+            if varying {
+                *pointer = params.next().expect("an advanced pointer");
+            }
+        }
+        (i, pointers)
+    }
+}
+
 impl Lowering<'_> {
     /// `base + count * stride`, folding a zero stride away.
     fn advance(&self, b: &mut FunctionBuilder, base: Value, count: Value, stride: u64) -> Value {
@@ -259,8 +314,9 @@ impl Lowering<'_> {
         }
         let body = b.create_block();
         let exit = b.create_block();
-        self.append_state_params(b, body);
-        let args = [from, pointers[0], pointers[1], pointers[2]].map(BlockArg::from);
+        let carried = Carried::new(spec, pointers);
+        carried.append_params(b, body);
+        let args = carried.args(from, pointers);
         match (constant(b, from), constant(b, to)) {
             // An inner loop from 0 to its extent always runs.
             (Some(from), Some(to)) if (from as u64) < (to as u64) => {
@@ -273,8 +329,7 @@ impl Lowering<'_> {
         }
 
         b.switch_to_block(body);
-        let p = b.block_params(body).to_vec();
-        let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
+        let (i, pointers) = carried.read(b, body);
         if innermost {
             let next = self.next_slice(b, depth, i, to, pointers);
             self.emit_lookup(b, pointers, next);
@@ -291,7 +346,7 @@ impl Lowering<'_> {
         let next = b.ins().iadd_imm_s(i, 1);
         let [data, indices, output] = self.step(b, pointers, depth, 1);
         let again = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
-        let args = [next, data, indices, output].map(BlockArg::from);
+        let args = carried.args(next, [data, indices, output]);
         b.ins().brif(again, body, &args, exit, &[]);
         // Both predecessors of `body` (the entry test and the back edge) now exist.
         b.seal_block(body);
@@ -311,14 +366,6 @@ impl Lowering<'_> {
             prefetch_rows,
             &[indices, indices_bytes, output, output_bytes],
         );
-    }
-
-    /// Adds the loop state `(i, data, indices, output)` as parameters of `block`.
-    fn append_state_params(&self, b: &mut FunctionBuilder, block: Block) {
-        b.append_block_param(block, I64);
-        for _ in 0..3 {
-            b.append_block_param(block, self.pointer);
-        }
     }
 
     /// The three pointers advanced by `k` iterations of loop `depth`.
@@ -362,33 +409,32 @@ impl Lowering<'_> {
         let bail_block = b.create_block();
         let single = b.create_block();
         let exit = b.create_block();
+        let carried = Carried::new(self.plan.loops[depth], pointers);
         for block in [head, group_block, tail, bail_block, single] {
-            self.append_state_params(b, block);
+            carried.append_params(b, block);
         }
         b.append_block_param(single, I64); // stop
-        let state = |i: Value, p: [Value; 3]| [i, p[0], p[1], p[2]].map(BlockArg::from);
-        b.ins().jump(head, &state(from, pointers));
+        b.ins().jump(head, &carried.args(from, pointers));
 
         b.switch_to_block(head);
-        let p = b.block_params(head).to_vec();
-        let last = add_to_counter(b, p[0], group as i64);
+        let (i, pointers) = carried.read(b, head);
+        let last = add_to_counter(b, i, group as i64);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, last, to);
-        let args = state(p[0], [p[1], p[2], p[3]]);
+        let args = carried.args(i, pointers);
         b.ins().brif(fits, group_block, &args, tail, &args);
 
         b.switch_to_block(tail);
-        let p = b.block_params(tail).to_vec();
-        let more = b.ins().icmp(IntCC::UnsignedLessThan, p[0], to);
-        let mut args = state(p[0], [p[1], p[2], p[3]]).to_vec();
+        let (i, pointers) = carried.read(b, tail);
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, to);
+        let mut args = carried.args(i, pointers);
         args.push(BlockArg::from(to));
         b.ins().brif(more, single, &args, exit, &[]);
 
         b.switch_to_block(group_block);
-        let p = b.block_params(group_block).to_vec();
-        let (i, pointers) = (p[0], [p[1], p[2], p[3]]);
+        let (i, pointers) = carried.read(b, group_block);
         // The checks pass `i` to the bail block and `stop` is computed only at the bottom, so
         // it can take `i`'s register and the back edge needs no move.
-        let bail = state(i, pointers);
+        let bail = carried.args(i, pointers);
         if let Some(vector) = self.packed_vector(depth, group) {
             self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
@@ -420,7 +466,7 @@ impl Lowering<'_> {
         let fits = b
             .ins()
             .icmp(IntCC::UnsignedLessThanOrEqual, stop, last_start);
-        let args = state(stop, [data, indices, output]);
+        let args = carried.args(stop, [data, indices, output]);
         b.ins().brif(fits, group_block, &args, tail, &args);
         // `group_block`'s predecessors: `head` and its own back edge; `tail`'s: both tests.
         b.seal_block(group_block);
@@ -430,25 +476,29 @@ impl Lowering<'_> {
         b.switch_to_block(bail_block);
         b.set_cold_block(bail_block);
         b.seal_block(bail_block);
-        let p = b.block_params(bail_block).to_vec();
-        let stop = b.ins().iadd_imm_s(p[0], group as i64);
-        let mut args = state(p[0], [p[1], p[2], p[3]]).to_vec();
+        let (i, pointers) = carried.read(b, bail_block);
+        let stop = b.ins().iadd_imm_s(i, group as i64);
+        let mut args = carried.args(i, pointers);
         args.push(BlockArg::from(stop));
         b.ins().jump(single, &args);
 
         b.switch_to_block(single);
         b.set_cold_block(single);
-        let p = b.block_params(single).to_vec();
-        let (i, pointers, stop) = (p[0], [p[1], p[2], p[3]], p[4]);
+        let (i, pointers) = carried.read(b, single);
+        let stop = *b
+            .block_params(single)
+            .last()
+            .expect("`single` has its `stop`");
         // Most of what reaches here needs the policy anyway (or is a partial trip's few
         // lookups): no fast check, which would duplicate the trip's and cost compile time.
         self.emit_checked_lookup(b, pointers, None, Check::PolicyOnly);
         let next = b.ins().iadd_imm_s(i, 1);
         let advanced = self.step(b, pointers, depth, 1);
         let again = b.ins().icmp(IntCC::UnsignedLessThan, next, stop);
-        let mut args = state(next, advanced).to_vec();
+        let mut args = carried.args(next, advanced);
         args.push(BlockArg::from(stop));
-        b.ins().brif(again, single, &args, head, &args[..4]);
+        b.ins()
+            .brif(again, single, &args, head, &args[..args.len() - 1]);
         // Every jump to `head` and `single` has been emitted.
         b.seal_block(single);
         b.seal_block(head);
