@@ -410,7 +410,7 @@ impl Lowering<'_> {
         let single = b.create_block();
         let exit = b.create_block();
         let carried = Carried::new(self.plan.loops[depth], pointers);
-        for block in [head, group_block, tail, bail_block, single] {
+        for block in [head, group_block, tail, single] {
             carried.append_params(b, block);
         }
         b.append_block_param(single, I64); // stop
@@ -432,9 +432,9 @@ impl Lowering<'_> {
 
         b.switch_to_block(group_block);
         let (i, pointers) = carried.read(b, group_block);
-        // The checks pass `i` to the bail block and `stop` is computed only at the bottom, so
-        // it can take `i`'s register and the back edge needs no move.
-        let bail = carried.args(i, pointers);
+        // The checks branch to the bail block without arguments: only this trip reaches it,
+        // so it reads the trip's own `i` and pointers.
+        let bail = [];
         if let Some(vector) = self.packed_vector(depth, group) {
             self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
@@ -458,6 +458,7 @@ impl Lowering<'_> {
                 }
             }
         }
+        let trip = (i, pointers);
         let [data, indices, output] = self.step(b, pointers, depth, group);
         let stop = b.ins().iadd_imm_s(i, group as i64);
         // Another trip fits if `stop + group <= to`, i.e. `stop <= to - group` (no wrap: this
@@ -476,7 +477,7 @@ impl Lowering<'_> {
         b.switch_to_block(bail_block);
         b.set_cold_block(bail_block);
         b.seal_block(bail_block);
-        let (i, pointers) = carried.read(b, bail_block);
+        let (i, pointers) = trip;
         let stop = b.ins().iadd_imm_s(i, group as i64);
         let mut args = carried.args(i, pointers);
         args.push(BlockArg::from(stop));
