@@ -358,7 +358,8 @@ impl Lowering<'_> {
     /// iterations of loop 0 ahead walks (past the end the addresses are only prefetched, which
     /// never faults).
     fn emit_row_prefetch(&self, b: &mut FunctionBuilder, prefetch_rows: FuncRef, p: [Value; 3]) {
-        let [_, indices, output] = self.step(b, p, 0, PREFETCH_ROWS_AHEAD);
+        let [_, indices, output] =
+            self.step_used(b, p, 0, PREFETCH_ROWS_AHEAD, [false, true, true]);
         let row = self.plan.loops[1];
         let [indices_bytes, output_bytes] = [row.indices_stride, row.output_stride]
             .map(|stride| b.ins().iconst(self.pointer, (row.extent * stride) as i64));
@@ -370,12 +371,28 @@ impl Lowering<'_> {
 
     /// The three pointers advanced by `k` iterations of loop `depth`.
     fn step(&self, b: &mut FunctionBuilder, p: [Value; 3], depth: usize, k: u64) -> [Value; 3] {
+        self.step_used(b, p, depth, k, [true; 3])
+    }
+
+    /// [`Lowering::step`] of only the pointers marked `used`; the others come back as they
+    /// were (an unused `iadd` would still cost Cranelift compile time).
+    fn step_used(
+        &self,
+        b: &mut FunctionBuilder,
+        p: [Value; 3],
+        depth: usize,
+        k: u64,
+        used: [bool; 3],
+    ) -> [Value; 3] {
         let spec = self.plan.loops[depth];
-        [
-            self.advance_const(b, p[0], k * spec.data_stride),
-            self.advance_const(b, p[1], k * spec.indices_stride),
-            self.advance_const(b, p[2], k * spec.output_stride),
-        ]
+        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        let mut stepped = p;
+        for ((pointer, stride), used) in stepped.iter_mut().zip(strides).zip(used) {
+            if used {
+                *pointer = self.advance_const(b, *pointer, k * stride);
+            }
+        }
+        stepped
     }
 
     /// The innermost loop, unrolled by `group`: each trip checks and copies `group` lookups
@@ -556,7 +573,8 @@ impl Lowering<'_> {
             // into its `pinsr*` when both are in the same block.
             let tuples: Vec<(Value, Vec<Value>)> = (first..first + lanes)
                 .map(|k| {
-                    let [data, indices, _] = self.step(b, pointers, depth, k);
+                    let [data, indices, _] =
+                        self.step_used(b, pointers, depth, k, [true, true, false]);
                     (data, self.load_tuple(b, indices))
                 })
                 .collect();
@@ -571,7 +589,7 @@ impl Lowering<'_> {
                     Some(v) => b.ins().insertlane(v, element, lane as u8),
                 });
             }
-            let [_, _, output] = self.step(b, pointers, depth, first);
+            let [_, _, output] = self.step_used(b, pointers, depth, first, [false, false, true]);
             if let Some(packed) = packed {
                 b.ins().store(flags(), packed, output, 0);
             }
@@ -591,7 +609,7 @@ impl Lowering<'_> {
         pointers: [Value; 3],
     ) -> Option<Value> {
         self.prefetch_copy?;
-        let [data, indices, _] = self.step(b, pointers, depth, 1);
+        let [data, indices, _] = self.step_used(b, pointers, depth, 1, [true, true, false]);
         let next = b.ins().iadd_imm_s(i, 1);
         let has_next = b.ins().icmp(IntCC::UnsignedLessThan, next, to);
         let tuple = b.ins().select(has_next, indices, pointers[1]);
