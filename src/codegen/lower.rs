@@ -395,6 +395,33 @@ impl Lowering<'_> {
         stepped
     }
 
+    /// The three pointers advanced by `k` iterations of loop `depth`, each as a base and a
+    /// constant byte offset for its loads or stores: the indices and output pointers keep
+    /// their base (one `iadd` fewer per lookup for Cranelift to compile), the data pointer,
+    /// to which the lookup adds its index offset, is stepped.
+    fn step_folded(
+        &self,
+        b: &mut FunctionBuilder,
+        p: [Value; 3],
+        depth: usize,
+        k: u64,
+    ) -> [(Value, i32); 3] {
+        let spec = self.plan.loops[depth];
+        let folded = |pointer: Value, stride: u64| {
+            // Far below `i32::MAX`, so adding a coordinate's or a chunk's offset stays in range.
+            match k.checked_mul(stride).filter(|&bytes| bytes <= 1 << 30) {
+                Some(bytes) => Some((pointer, bytes as i32)),
+                None => None,
+            }
+        };
+        let [data, indices, output] = self.step_used(b, p, depth, k, [true, false, false]);
+        let indices = folded(indices, spec.indices_stride)
+            .unwrap_or_else(|| (self.step_used(b, p, depth, k, [false, true, false])[1], 0));
+        let output = folded(output, spec.output_stride)
+            .unwrap_or_else(|| (self.step_used(b, p, depth, k, [false, false, true])[2], 0));
+        [(data, 0), indices, output]
+    }
+
     /// The innermost loop, unrolled by `group`: each trip checks and copies `group` lookups
     /// with one fused compare-and-branch per index and no policy code. A tuple that fails its
     /// check sends the whole group to a one-lookup-at-a-time loop (`single`) that applies the
@@ -455,8 +482,8 @@ impl Lowering<'_> {
         if let Some(vector) = self.packed_vector(depth, group) {
             self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
         } else {
-            let steps: Vec<[Value; 3]> = (0..group)
-                .map(|k| self.step(b, pointers, depth, k))
+            let steps: Vec<[(Value, i32); 3]> = (0..group)
+                .map(|k| self.step_folded(b, pointers, depth, k))
                 .collect();
             // Checked one lookup at a time, or, when every index of the trip can share one
             // compare, the whole trip's tuples loaded first and checked once.
@@ -467,7 +494,7 @@ impl Lowering<'_> {
             };
             for lookups in steps.chunks(checked_together) {
                 let tuples: Vec<(Value, Vec<Value>)> = (lookups.iter())
-                    .map(|&[data, indices, _]| (data, self.load_tuple(b, indices)))
+                    .map(|&[(data, _), indices, _]| (data, self.load_tuple_at(b, indices)))
                     .collect();
                 let sources = self.checked_sources(b, &tuples, bail_block, &bail);
                 for (&[_, _, output], source) in lookups.iter().zip(sources) {
@@ -573,9 +600,8 @@ impl Lowering<'_> {
             // into its `pinsr*` when both are in the same block.
             let tuples: Vec<(Value, Vec<Value>)> = (first..first + lanes)
                 .map(|k| {
-                    let [data, indices, _] =
-                        self.step_used(b, pointers, depth, k, [true, true, false]);
-                    (data, self.load_tuple(b, indices))
+                    let [(data, _), indices, _] = self.step_folded(b, pointers, depth, k);
+                    (data, self.load_tuple_at(b, indices))
                 })
                 .collect();
             // One vector's tuples are checked together: indices into one power-of-two size
@@ -589,9 +615,9 @@ impl Lowering<'_> {
                     Some(v) => b.ins().insertlane(v, element, lane as u8),
                 });
             }
-            let [_, _, output] = self.step_used(b, pointers, depth, first, [false, false, true]);
+            let [_, _, (output, past)] = self.step_folded(b, pointers, depth, first);
             if let Some(packed) = packed {
-                b.ins().store(flags(), packed, output, 0);
+                b.ins().store(flags(), packed, output, past);
             }
         }
     }
@@ -646,11 +672,16 @@ impl Lowering<'_> {
 
     /// Loads every coordinate of the tuple at `indices`, widened to 64 bits.
     fn load_tuple(&self, b: &mut FunctionBuilder, indices: Value) -> Vec<Value> {
+        self.load_tuple_at(b, (indices, 0))
+    }
+
+    /// [`Lowering::load_tuple`] of the tuple `at.1` bytes past `at.0`.
+    fn load_tuple_at(&self, b: &mut FunctionBuilder, at: (Value, i32)) -> Vec<Value> {
         self.plan
             .lookup
             .coordinates
             .iter()
-            .map(|c| self.load_index(b, indices, c))
+            .map(|c| self.load_index(b, at, c))
             .collect()
     }
 
@@ -753,7 +784,7 @@ impl Lowering<'_> {
         b.seal_block(copy);
         let offset = b.block_params(copy)[0];
         let source = b.ins().iadd(data, offset);
-        self.emit_copy(b, source, output, next);
+        self.emit_copy(b, source, (output, 0), next);
         b.ins().jump(done, &[]);
         b.switch_to_block(done);
         b.seal_block(done);
@@ -858,8 +889,9 @@ impl Lowering<'_> {
     }
 
     /// Loads one coordinate in its own type and widens it to 64 bits (sign- or zero-extended).
-    fn load_index(&self, b: &mut FunctionBuilder, tuple: Value, c: &Coordinate) -> Value {
-        let offset = c.index_offset as i32;
+    fn load_index(&self, b: &mut FunctionBuilder, at: (Value, i32), c: &Coordinate) -> Value {
+        let (tuple, past) = at;
+        let offset = past + c.index_offset as i32;
         let f = flags();
         match self.plan.index_type {
             IndexType::I8 => b.ins().sload8(I64, f, tuple, offset),
@@ -872,29 +904,36 @@ impl Lowering<'_> {
         }
     }
 
-    /// Copies one slice from `source` to `dest`, with code chosen by its size; `next` (the
-    /// following lookup's slice) is prefetched when given and the kernel uses
-    /// [`super::prefetch_copy`].
-    fn emit_copy(&self, b: &mut FunctionBuilder, source: Value, dest: Value, next: Option<Value>) {
+    /// Copies one slice from `source` to `dest.1` bytes past `dest.0`, with code chosen by
+    /// its size; `next` (the following lookup's slice) is prefetched when given and the
+    /// kernel uses [`super::prefetch_copy`].
+    fn emit_copy(
+        &self,
+        b: &mut FunctionBuilder,
+        source: Value,
+        dest: (Value, i32),
+        next: Option<Value>,
+    ) {
         let bytes = self.plan.lookup.slice_bytes;
+        let (base, past) = dest;
+        let prefetches = self.prefetch_copy.is_some() && next.is_some();
+        if bytes <= UNROLL_LIMIT_BYTES && self.stream_copy.is_none() && !prefetches {
+            // Inline moves, the offset folded into the stores.
+            for (offset, ty) in chunks(bytes) {
+                let value = b.ins().load(ty, flags(), source, offset);
+                b.ins().store(flags(), value, base, past + offset);
+            }
+            return;
+        }
+        // A call takes a pointer.
+        let dest = self.advance_const(b, base, past as u64);
+        let size = b.ins().iconst(self.pointer, bytes as i64);
         if let Some(stream_copy) = self.stream_copy {
-            let size = b.ins().iconst(self.pointer, bytes as i64);
             b.ins().call(stream_copy, &[dest, source, size]);
-            return;
-        }
-        if let (Some(prefetch_copy), Some(next)) = (self.prefetch_copy, next) {
-            let size = b.ins().iconst(self.pointer, bytes as i64);
+        } else if let (Some(prefetch_copy), Some(next)) = (self.prefetch_copy, next) {
             b.ins().call(prefetch_copy, &[dest, source, size, next]);
-            return;
-        }
-        if bytes > UNROLL_LIMIT_BYTES {
-            let size = b.ins().iconst(self.pointer, bytes as i64);
+        } else {
             b.call_memcpy(self.config, dest, source, size);
-            return;
-        }
-        for (offset, ty) in chunks(bytes) {
-            let value = b.ins().load(ty, flags(), source, offset);
-            b.ins().store(flags(), value, dest, offset);
         }
     }
 
