@@ -409,10 +409,9 @@ impl Lowering<'_> {
         let spec = self.plan.loops[depth];
         let folded = |pointer: Value, stride: u64| {
             // Far below `i32::MAX`, so adding a coordinate's or a chunk's offset stays in range.
-            match k.checked_mul(stride).filter(|&bytes| bytes <= 1 << 30) {
-                Some(bytes) => Some((pointer, bytes as i32)),
-                None => None,
-            }
+            (k.checked_mul(stride))
+                .filter(|&bytes| bytes <= 1 << 30)
+                .map(|bytes| (pointer, bytes as i32))
         };
         let [data, indices, output] = self.step_used(b, p, depth, k, [true, false, false]);
         let indices = folded(indices, spec.indices_stride)
