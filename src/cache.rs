@@ -98,9 +98,11 @@ struct ThreadView {
     hits: Arc<AtomicU64>,
 }
 
-/// The kernels of a [`ThreadView`] by signature. A request repeating the latest one found (a
-/// runtime running one op in a loop) is answered by one comparison of signatures, without
-/// hashing one (which took over a third of a hit's instructions).
+/// The kernels of a [`ThreadView`] by signature. While requests repeat one signature (a
+/// runtime running one op in a loop), each is answered by one comparison with the latest,
+/// without hashing (which took over a third of a hit's instructions); while they alternate
+/// (the ops of a model in turn), that comparison would only fail, so they go straight to the
+/// hash map.
 #[derive(Default)]
 struct Remembrance {
     kernels: Vec<(Signature, Remembered)>,
@@ -108,16 +110,23 @@ struct Remembrance {
     positions: FxHashMap<Signature, usize>,
     /// Position of the latest kernel found (or added).
     latest: usize,
+    /// Whether the latest request repeated the one before it.
+    repeating: bool,
 }
 
 impl Remembrance {
+    #[inline]
     fn get(&mut self, signature: &Signature) -> Option<&Remembered> {
-        let latest = match self.kernels.get(self.latest) {
-            Some((remembered, _)) if remembered == signature => self.latest,
-            _ => *self.positions.get(signature)?,
-        };
-        self.latest = latest;
-        Some(&self.kernels[latest].1)
+        if self.repeating {
+            match self.kernels.get(self.latest) {
+                Some((latest, remembered)) if latest == signature => return Some(remembered),
+                _ => self.repeating = false,
+            }
+        }
+        let at = *self.positions.get(signature)?;
+        self.repeating = at == self.latest;
+        self.latest = at;
+        Some(&self.kernels[at].1)
     }
 
     fn insert(&mut self, signature: &Signature, remembered: Remembered) {

@@ -523,13 +523,16 @@ impl PartialEq for Signature {
     fn eq(&self, other: &Signature) -> bool {
         let same_dims =
             |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
-        self.op == other.op
+        // The indices' shape first: signatures of one op in one model differ most often there
+        // (batch and sequence lengths), and a cache's thread view compares against its latest
+        // signature before it hashes.
+        same_dims(&self.indices_shape, &other.indices_shape)
+            && same_dims(&self.data_shape, &other.data_shape)
+            && self.op == other.op
             && self.flavor == other.flavor
             && self.policy == other.policy
             && self.dtype == other.dtype
             && self.index_type == other.index_type
-            && same_dims(&self.data_shape, &other.data_shape)
-            && same_dims(&self.indices_shape, &other.indices_shape)
     }
 }
 
