@@ -11,9 +11,10 @@
 //! compiled then.
 //!
 //! Hits skip the lock: each thread keeps a view of the kernels it has been given (its own
-//! map, see [`ThreadView`]), valid while the cache's generation is unchanged. Any entry
-//! leaving the map (eviction, [`KernelCache::clear`]) bumps the generation, and a thread
-//! drops its stale view at its next request. A hit then costs a thread-local lookup and one
+//! map, which answers a repeat of its latest signature without hashing; see [`ThreadView`]),
+//! valid while the cache's generation is unchanged. Any entry leaving the map (eviction,
+//! [`KernelCache::clear`]) bumps the generation, and a thread drops its stale view at its
+//! next request. A hit then costs a thread-local lookup and one
 //! `Arc` clone instead of a lock, so threads that share a cache do not queue on each other;
 //! [`KernelCache::with`] lends the kernel to a closure and saves the clone too.
 
@@ -150,6 +151,8 @@ impl Remembrance {
     fn clear(&mut self) {
         self.kernels.clear();
         self.positions.clear();
+        self.latest = 0;
+        self.repeating = false;
     }
 }
 
@@ -578,5 +581,64 @@ impl KernelCache {
             entries.evictions += 1;
             self.generation.fetch_add(1, Ordering::Release);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remembered(signature: &Signature) -> Remembered {
+        Remembered {
+            kernel: Arc::new(Kernel::compile(signature).expect("compiles")),
+            last_used: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The view answers by one comparison only while requests repeat, and never with another
+    /// signature's kernel.
+    #[test]
+    fn remembrance_compares_with_the_latest_only_while_requests_repeat() {
+        let [a, b, c] = [2, 3, 4].map(|rows| Signature::gather(&[rows, 2], &[1], 0, 0));
+        let mut view = Remembrance::default();
+        view.insert(&a, remembered(&a));
+        view.insert(&b, remembered(&b));
+        let found = |view: &mut Remembrance, sig: &Signature| {
+            view.get(sig).map(|r| r.kernel.signature().clone())
+        };
+        // (request, repeating afterwards)
+        let steps = [
+            (&a, false),
+            (&a, true),
+            (&a, true),
+            (&b, false),
+            (&a, false),
+            (&b, false),
+        ];
+        for (i, (sig, repeating)) in steps.into_iter().enumerate() {
+            assert_eq!(found(&mut view, sig).as_ref(), Some(sig), "step {i}");
+            assert_eq!(view.repeating, repeating, "step {i}");
+        }
+        assert_eq!(found(&mut view, &c), None);
+        assert!(!view.repeating);
+
+        // Re-inserting a signature replaces its kernel in place.
+        view.get(&b);
+        view.get(&b);
+        assert!(view.repeating);
+        let again = remembered(&b);
+        let fresh = Arc::as_ptr(&again.kernel);
+        view.insert(&b, again);
+        assert_eq!(view.len(), 2);
+        let got = view.get(&b).map(|r| Arc::as_ptr(&r.kernel));
+        assert_eq!(got, Some(fresh));
+
+        // After a clear nothing is found, whatever the bit said.
+        view.clear();
+        assert!(view.get(&b).is_none() && view.get(&a).is_none());
+        view.insert(&c, remembered(&c));
+        assert_eq!(found(&mut view, &c), Some(c.clone()));
+        assert_eq!(found(&mut view, &c), Some(c));
+        assert!(view.repeating);
     }
 }

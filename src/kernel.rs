@@ -534,11 +534,11 @@ impl Kernel {
         output: *mut u8,
         threads: usize,
     ) -> Result<()> {
-        if self.threads_for(threads) <= 1 {
-            // SAFETY: forwarded contract.
-            return unsafe { self.call(data, indices, output) };
-        }
-        let (threads, units, granule) = self.parallel_split(threads);
+        // One thread asked for (or chosen): no split to work out.
+        let (threads, units, granule) = match self.threads_for(threads) {
+            0 | 1 => (1, 0, 0),
+            _ => self.parallel_split(threads),
+        };
         if threads <= 1 {
             // SAFETY: forwarded contract.
             return unsafe { self.call(data, indices, output) };

@@ -465,16 +465,29 @@ fn alternating_signatures_each_get_their_own_kernel_from_the_view() {
             ..base.clone()
         },
         Signature::gather(&[5, 3], &[2], 1, 0),
+        Signature {
+            policy: gather_jit::IndexPolicy {
+                out_of_range: OutOfRange::Zero,
+                ..base.policy
+            },
+            ..base.clone()
+        },
+        Signature {
+            flavor: Flavor::OpenvinoGather8,
+            ..base.clone()
+        },
     ];
-    for sig in &signatures {
-        cache.get(sig).expect("compiles");
-    }
-    let requests = [0, 0, 1, 0, 2, 2, 3, 4, 5, 0, 5, 5, 1];
+    let compiled: Vec<Arc<Kernel>> = (signatures.iter())
+        .map(|sig| cache.get(sig).expect("compiles"))
+        .collect();
+    // Repeats, switches, and runs of each signature after another.
+    let requests = [0, 0, 1, 0, 2, 2, 3, 4, 5, 0, 5, 5, 1, 6, 6, 7, 7, 0, 7];
     for &i in &requests {
+        // The very kernel compiled for it (not one that `Signature::eq` calls the same).
         let kernel = cache.get(&signatures[i]).expect("hit");
-        assert_eq!(kernel.signature(), &signatures[i], "request for {i}");
-        let lent = cache.with(&signatures[i], |kernel| kernel.signature().clone());
-        assert_eq!(lent.expect("hit"), signatures[i], "lent for {i}");
+        assert!(Arc::ptr_eq(&kernel, &compiled[i]), "request for {i}");
+        let lent = cache.with(&signatures[i], |kernel| std::ptr::eq(kernel, &*compiled[i]));
+        assert!(lent.expect("hit"), "lent for {i}");
     }
     let stats = cache.stats();
     assert_eq!(

@@ -270,8 +270,9 @@ impl Lowering<'_> {
         b.ins().iadd(base, bytes)
     }
 
-    /// Emits loop `depth` over `i in from..to`, carrying the data, indices and output pointers
-    /// as block parameters, and leaves the builder in the loop's exit block. An innermost loop
+    /// Emits loop `depth` over `i in from..to`, carrying its counter and the pointers it
+    /// advances as block parameters ([`Carried`]), and leaves the builder in the loop's exit
+    /// block. An innermost loop
     /// of small slices is unrolled (see [`Lowering::emit_unrolled`]); a short inner innermost
     /// loop (constant extent) is emitted straight-line.
     fn emit_loop(
@@ -413,12 +414,16 @@ impl Lowering<'_> {
                 .filter(|&bytes| bytes <= 1 << 30)
                 .map(|bytes| (pointer, bytes as i32))
         };
-        let [data, indices, output] = self.step_used(b, p, depth, k, [true, false, false]);
-        let indices = folded(indices, spec.indices_stride)
-            .unwrap_or_else(|| (self.step_used(b, p, depth, k, [false, true, false])[1], 0));
-        let output = folded(output, spec.output_stride)
-            .unwrap_or_else(|| (self.step_used(b, p, depth, k, [false, false, true])[2], 0));
-        [(data, 0), indices, output]
+        let [indices, output] = [(p[1], spec.indices_stride), (p[2], spec.output_stride)]
+            .map(|(pointer, stride)| folded(pointer, stride));
+        // Stepped: the data pointer, and a pointer whose offset would be too large.
+        let stepped = [true, indices.is_none(), output.is_none()];
+        let [data, stepped_indices, stepped_output] = self.step_used(b, p, depth, k, stepped);
+        [
+            (data, 0),
+            indices.unwrap_or((stepped_indices, 0)),
+            output.unwrap_or((stepped_output, 0)),
+        ]
     }
 
     /// The innermost loop, unrolled by `group`: each trip checks and copies `group` lookups
@@ -429,9 +434,9 @@ impl Lowering<'_> {
     ///
     /// ```text
     /// head(i):   i + group <= to ? group(i) : tail(i)
-    /// group(i):  group x { check (else bail(i)); copy }; stop = i + group;
+    /// group(i):  group x { check (else bail); copy }; stop = i + group;
     ///            stop <= to - group ? group(stop) : tail(stop)
-    /// bail(i):   single(i, i + group)
+    /// bail:      single(i, i + group)    (reads group's i: only group reaches it)
     /// tail(i):   i < to ? single(i, stop = to) : exit
     /// single(i, stop): policy lookup; i + 1 < stop ? single(i + 1, stop) : head(i + 1)
     /// ```
@@ -477,9 +482,8 @@ impl Lowering<'_> {
         let (i, pointers) = carried.read(b, group_block);
         // The checks branch to the bail block without arguments: only this trip reaches it,
         // so it reads the trip's own `i` and pointers.
-        let bail = [];
         if let Some(vector) = self.packed_vector(depth, group) {
-            self.emit_packed_group(b, (depth, group, vector), pointers, bail_block, &bail);
+            self.emit_packed_group(b, (depth, group, vector), pointers, bail_block);
         } else {
             let steps: Vec<[(Value, i32); 3]> = (0..group)
                 .map(|k| self.step_folded(b, pointers, depth, k))
@@ -495,7 +499,7 @@ impl Lowering<'_> {
                 let tuples: Vec<(Value, Vec<Value>)> = (lookups.iter())
                     .map(|&[(data, _), indices, _]| (data, self.load_tuple_at(b, indices)))
                     .collect();
-                let sources = self.checked_sources(b, &tuples, bail_block, &bail);
+                let sources = self.checked_sources(b, &tuples, bail_block);
                 for (&[_, _, output], source) in lookups.iter().zip(sources) {
                     self.emit_copy(b, source, output, None);
                 }
@@ -581,7 +585,7 @@ impl Lowering<'_> {
     }
 
     /// The body of one unrolled trip when [`Lowering::packed_vector`] applies: per vector,
-    /// each lane's tuple is checked (else `single(bail)`), its element loaded into the lane,
+    /// each lane's tuple is checked (else to `bail_block`), its element loaded into the lane,
     /// and the vector stored once all its lanes passed, so a rejected tuple leaves its own
     /// and later slices untouched.
     fn emit_packed_group(
@@ -589,8 +593,7 @@ impl Lowering<'_> {
         b: &mut FunctionBuilder,
         (depth, group, vector): (usize, u64, Type),
         pointers: [Value; 3],
-        single: Block,
-        bail: &[BlockArg],
+        bail_block: Block,
     ) {
         let lanes = u64::from(vector.lane_count());
         let lane_type = vector.lane_type();
@@ -605,7 +608,7 @@ impl Lowering<'_> {
                 .collect();
             // One vector's tuples are checked together: indices into one power-of-two size
             // share a compare across lanes too.
-            let sources = self.checked_sources(b, &tuples, single, bail);
+            let sources = self.checked_sources(b, &tuples, bail_block);
             let mut packed: Option<Value> = None;
             for (lane, &source) in sources.iter().enumerate() {
                 let element = b.ins().load(lane_type, flags(), source, 0);
@@ -651,16 +654,15 @@ impl Lowering<'_> {
     }
 
     /// The fast checks of `tuples` (each a data pointer and its tuple's raw indices), all at
-    /// once (else `otherwise(args)`), then the source of each slice.
+    /// once (else to `otherwise`), then the source of each slice.
     fn checked_sources(
         &self,
         b: &mut FunctionBuilder,
         tuples: &[(Value, Vec<Value>)],
         otherwise: Block,
-        args: &[BlockArg],
     ) -> Vec<Value> {
         let all: Vec<Value> = tuples.iter().flat_map(|(_, raw)| raw.clone()).collect();
-        self.emit_fast_checks(b, &all, otherwise, args);
+        self.emit_fast_checks(b, &all, otherwise);
         (tuples.iter())
             .map(|(data, raw)| {
                 let offset = self.offset(b, raw);
@@ -685,16 +687,11 @@ impl Lowering<'_> {
     }
 
     /// One compare-and-branch per coordinate (x64 fuses each pair): every index `<u dim` goes
-    /// on in a new block, any other to `otherwise(args)`. Negative values read as huge unsigned
+    /// on in a new block, any other to `otherwise` (which takes no arguments: the blocks it
+    /// is reached from dominate it). Negative values read as huge unsigned
     /// ones, so one unsigned compare checks both ends. Indices into dims of one power-of-two
     /// size are all below it exactly when their bitwise or is, so they share one compare.
-    fn emit_fast_checks(
-        &self,
-        b: &mut FunctionBuilder,
-        raw: &[Value],
-        otherwise: Block,
-        args: &[BlockArg],
-    ) {
+    fn emit_fast_checks(&self, b: &mut FunctionBuilder, raw: &[Value], otherwise: Block) {
         let mut checks: Vec<(u64, Value)> = Vec::with_capacity(raw.len());
         // `raw` holds one or more whole tuples.
         let coordinates = self.plan.lookup.coordinates.iter().cycle();
@@ -713,7 +710,7 @@ impl Lowering<'_> {
                 .ins()
                 .icmp_imm_u(IntCC::UnsignedLessThan, index, dim as i64);
             let next = b.create_block();
-            b.ins().brif(ok, next, &[], otherwise, args);
+            b.ins().brif(ok, next, &[], otherwise, &[]);
             b.switch_to_block(next);
             // Its only predecessor is the check above.
             b.seal_block(next);
@@ -766,7 +763,7 @@ impl Lowering<'_> {
         b.append_block_param(copy, I64);
         match check {
             Check::FastThenPolicy => {
-                self.emit_fast_checks(b, &raw, slow, &[]);
+                self.emit_fast_checks(b, &raw, slow);
                 let offset = self.offset(b, &raw);
                 b.ins().jump(copy, &[BlockArg::from(offset)]);
             }
