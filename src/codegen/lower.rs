@@ -397,9 +397,10 @@ impl Lowering<'_> {
     }
 
     /// The three pointers advanced by `k` iterations of loop `depth`, each as a base and a
-    /// constant byte offset for its loads or stores: the indices and output pointers keep
-    /// their base (one `iadd` fewer per lookup for Cranelift to compile), the data pointer,
-    /// to which the lookup adds its index offset, is stepped.
+    /// constant byte offset for its loads or stores: all three keep their base (one `iadd`
+    /// fewer per lookup for Cranelift to compile; for the data pointer, to which the lookup
+    /// adds its index offset, x64 then reads `disp(base, offset)` instead of stepping the base
+    /// with a `lea` per lookup).
     fn step_folded(
         &self,
         b: &mut FunctionBuilder,
@@ -414,16 +415,12 @@ impl Lowering<'_> {
                 .filter(|&bytes| bytes <= 1 << 30)
                 .map(|bytes| (pointer, bytes as i32))
         };
-        let [indices, output] = [(p[1], spec.indices_stride), (p[2], spec.output_stride)]
-            .map(|(pointer, stride)| folded(pointer, stride));
-        // Stepped: the data pointer, and a pointer whose offset would be too large.
-        let stepped = [true, indices.is_none(), output.is_none()];
-        let [data, stepped_indices, stepped_output] = self.step_used(b, p, depth, k, stepped);
-        [
-            (data, 0),
-            indices.unwrap_or((stepped_indices, 0)),
-            output.unwrap_or((stepped_output, 0)),
-        ]
+        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        let folds = [0, 1, 2].map(|n| folded(p[n], strides[n]));
+        // Stepped: a pointer whose offset would be too large.
+        let stepped = folds.map(|fold| fold.is_none());
+        let steps = self.step_used(b, p, depth, k, stepped);
+        [0, 1, 2].map(|n| folds[n].unwrap_or((steps[n], 0)))
     }
 
     /// The innermost loop, unrolled by `group`: each trip checks and copies `group` lookups
@@ -496,8 +493,8 @@ impl Lowering<'_> {
                 1
             };
             for lookups in steps.chunks(checked_together) {
-                let tuples: Vec<(Value, Vec<Value>)> = (lookups.iter())
-                    .map(|&[(data, _), indices, _]| (data, self.load_tuple_at(b, indices)))
+                let tuples: Vec<((Value, i32), Vec<Value>)> = (lookups.iter())
+                    .map(|&[data, indices, _]| (data, self.load_tuple_at(b, indices)))
                     .collect();
                 let sources = self.checked_sources(b, &tuples, bail_block);
                 for (&[_, _, output], source) in lookups.iter().zip(sources) {
@@ -600,9 +597,9 @@ impl Lowering<'_> {
         for first in (0..group).step_by(lanes as usize) {
             // All checks first, then all loads in the one block left: a load can only be folded
             // into its `pinsr*` when both are in the same block.
-            let tuples: Vec<(Value, Vec<Value>)> = (first..first + lanes)
+            let tuples: Vec<((Value, i32), Vec<Value>)> = (first..first + lanes)
                 .map(|k| {
-                    let [(data, _), indices, _] = self.step_folded(b, pointers, depth, k);
+                    let [data, indices, _] = self.step_folded(b, pointers, depth, k);
                     (data, self.load_tuple_at(b, indices))
                 })
                 .collect();
@@ -610,8 +607,8 @@ impl Lowering<'_> {
             // share a compare across lanes too.
             let sources = self.checked_sources(b, &tuples, bail_block);
             let mut packed: Option<Value> = None;
-            for (lane, &source) in sources.iter().enumerate() {
-                let element = b.ins().load(lane_type, flags(), source, 0);
+            for (lane, &(source, past)) in sources.iter().enumerate() {
+                let element = b.ins().load(lane_type, flags(), source, past);
                 packed = Some(match packed {
                     None => b.ins().scalar_to_vector(vector, element),
                     Some(v) => b.ins().insertlane(v, element, lane as u8),
@@ -653,20 +650,21 @@ impl Lowering<'_> {
         Some(b.ins().iadd(data, offset))
     }
 
-    /// The fast checks of `tuples` (each a data pointer and its tuple's raw indices), all at
-    /// once (else to `otherwise`), then the source of each slice.
+    /// The fast checks of `tuples` (each a data pointer with a constant byte offset, and its
+    /// tuple's raw indices), all at once (else to `otherwise`), then the source of each slice,
+    /// as a pointer and the same constant offset.
     fn checked_sources(
         &self,
         b: &mut FunctionBuilder,
-        tuples: &[(Value, Vec<Value>)],
+        tuples: &[((Value, i32), Vec<Value>)],
         otherwise: Block,
-    ) -> Vec<Value> {
+    ) -> Vec<(Value, i32)> {
         let all: Vec<Value> = tuples.iter().flat_map(|(_, raw)| raw.clone()).collect();
         self.emit_fast_checks(b, &all, otherwise);
         (tuples.iter())
-            .map(|(data, raw)| {
+            .map(|&((data, past), ref raw)| {
                 let offset = self.offset(b, raw);
-                b.ins().iadd(*data, offset)
+                (b.ins().iadd(data, offset), past)
             })
             .collect()
     }
@@ -780,7 +778,7 @@ impl Lowering<'_> {
         b.seal_block(copy);
         let offset = b.block_params(copy)[0];
         let source = b.ins().iadd(data, offset);
-        self.emit_copy(b, source, (output, 0), next);
+        self.emit_copy(b, (source, 0), (output, 0), next);
         b.ins().jump(done, &[]);
         b.switch_to_block(done);
         b.seal_block(done);
@@ -900,29 +898,31 @@ impl Lowering<'_> {
         }
     }
 
-    /// Copies one slice from `source` to `dest.1` bytes past `dest.0`, with code chosen by
-    /// its size; `next` (the following lookup's slice) is prefetched when given and the
-    /// kernel uses [`super::prefetch_copy`].
+    /// Copies one slice from `source.1` bytes past `source.0` to `dest.1` bytes past
+    /// `dest.0`, with code chosen by its size; `next` (the following lookup's slice) is
+    /// prefetched when given and the kernel uses [`super::prefetch_copy`].
     fn emit_copy(
         &self,
         b: &mut FunctionBuilder,
-        source: Value,
+        source: (Value, i32),
         dest: (Value, i32),
         next: Option<Value>,
     ) {
         let bytes = self.plan.lookup.slice_bytes;
+        let (from, from_past) = source;
         let (base, past) = dest;
         let prefetches = self.prefetch_copy.is_some() && next.is_some();
         if bytes <= UNROLL_LIMIT_BYTES && self.stream_copy.is_none() && !prefetches {
             // Inline moves, the offset folded into the stores.
             for (offset, ty) in chunks(bytes) {
-                let value = b.ins().load(ty, flags(), source, offset);
+                let value = b.ins().load(ty, flags(), from, from_past + offset);
                 b.ins().store(flags(), value, base, past + offset);
             }
             return;
         }
-        // A call takes a pointer.
+        // A call takes pointers.
         let dest = self.advance_const(b, base, past as u64);
+        let source = self.advance_const(b, from, from_past as u64);
         let size = b.ins().iconst(self.pointer, bytes as i64);
         if let Some(stream_copy) = self.stream_copy {
             b.ins().call(stream_copy, &[dest, source, size]);
