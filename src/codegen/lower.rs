@@ -755,23 +755,20 @@ impl Lowering<'_> {
     ) {
         let [data, indices, output] = pointers;
         let raw = self.load_tuple(b, indices);
-        let slow = b.create_block();
         let copy = b.create_block();
-        let done = b.create_block();
         b.append_block_param(copy, I64);
-        match check {
-            Check::FastThenPolicy => {
-                self.emit_fast_checks(b, &raw, slow);
-                let offset = self.offset(b, &raw);
-                b.ins().jump(copy, &[BlockArg::from(offset)]);
-            }
-            Check::PolicyOnly => {
-                b.ins().jump(slow, &[]);
-            }
+        // Only a zero-filled slice takes another way around the copy.
+        let done = self.zero_fills().then(|| b.create_block());
+        if let Check::FastThenPolicy = check {
+            // (Branching from the last check straight to `copy` with the offset would make an
+            // edge Cranelift splits, and cost more compile time than it saves.)
+            let slow = b.create_block();
+            self.emit_fast_checks(b, &raw, slow);
+            let offset = self.offset(b, &raw);
+            b.ins().jump(copy, &[BlockArg::from(offset)]);
+            b.switch_to_block(slow);
+            b.seal_block(slow);
         }
-
-        b.switch_to_block(slow);
-        b.seal_block(slow);
         self.emit_slow_path(b, indices, &raw, output, copy, done);
 
         b.switch_to_block(copy);
@@ -779,9 +776,18 @@ impl Lowering<'_> {
         let offset = b.block_params(copy)[0];
         let source = b.ins().iadd(data, offset);
         self.emit_copy(b, (source, 0), (output, 0), next);
-        b.ins().jump(done, &[]);
-        b.switch_to_block(done);
-        b.seal_block(done);
+        if let Some(done) = done {
+            b.ins().jump(done, &[]);
+            b.switch_to_block(done);
+            b.seal_block(done);
+        }
+    }
+
+    /// Whether the policy zero-fills the slice of a bad tuple, which [`Lowering::emit_slow_path`]
+    /// does around the copy.
+    fn zero_fills(&self) -> bool {
+        self.plan.policy.out_of_range == OutOfRange::Zero
+            && !self.plan.lookup.coordinates.is_empty()
     }
 
     /// The data byte offset of a tuple of in-range indices.
@@ -799,7 +805,8 @@ impl Lowering<'_> {
 
     /// Applies the policy to a tuple (one that failed the fast check, or any in the cold loop):
     /// jumps to `copy` with the offset, to `reject` with the tuple if the policy rejects any of
-    /// its indices, or zero-fills and jumps to `done`.
+    /// its indices, or zero-fills and jumps to `done` (given exactly when
+    /// [`Lowering::zero_fills`]).
     fn emit_slow_path(
         &self,
         b: &mut FunctionBuilder,
@@ -807,7 +814,7 @@ impl Lowering<'_> {
         raw: &[Value],
         output: Value,
         copy: Block,
-        done: Block,
+        done: Option<Block>,
     ) {
         let policy = self.plan.policy;
         let mut fixed = Vec::with_capacity(raw.len());
@@ -857,27 +864,30 @@ impl Lowering<'_> {
             };
             fixed.push(index);
         }
-        if let Some(bad) = any_bad {
+        // Computed before the branches (wrapping arithmetic, used only if the tuple passes),
+        // so that they go straight to `copy`.
+        let offset = [BlockArg::from(self.offset(b, &fixed))];
+        debug_assert_eq!(
+            all_in_range.is_some(),
+            done.is_some(),
+            "zero_fills disagrees"
+        );
+        match (any_bad, all_in_range.zip(done)) {
             // The tuple's position; the caller finds its first bad coordinate.
-            let next = b.create_block();
-            b.ins()
-                .brif(bad, self.reject, &[BlockArg::from(tuple)], next, &[]);
-            b.switch_to_block(next);
-            // Its only predecessor is the check above.
-            b.seal_block(next);
-        }
-        let offset = self.offset(b, &fixed);
-        match all_in_range {
-            None => {
-                b.ins().jump(copy, &[BlockArg::from(offset)]);
+            (Some(bad), _) => {
+                b.ins()
+                    .brif(bad, self.reject, &[BlockArg::from(tuple)], copy, &offset);
             }
-            Some(ok) => {
+            (None, Some((ok, done))) => {
                 let zero = b.create_block();
-                b.ins().brif(ok, copy, &[BlockArg::from(offset)], zero, &[]);
+                b.ins().brif(ok, copy, &offset, zero, &[]);
                 b.switch_to_block(zero);
                 b.seal_block(zero);
                 self.emit_zero(b, output, self.plan.lookup.slice_bytes);
                 b.ins().jump(done, &[]);
+            }
+            (None, None) => {
+                b.ins().jump(copy, &offset);
             }
         }
     }
