@@ -756,6 +756,32 @@ fn streaming_copies_match_plain_row_copies() {
     }
 }
 
+/// Streamed slices of an unrolled trip: 512-byte rows, two lookups per trip, each lookup's
+/// row at its own displacement from the trip's data pointer, handed to the streaming copy as
+/// a pointer (32 MiB of output: streamed on any host).
+#[test]
+fn streamed_slices_of_an_unrolled_trip_come_from_their_own_rows() {
+    let (batches, rows, row_len) = (65_536usize, 2usize, 128usize);
+    let sig = Signature::gather_nd(&[batches, rows, row_len], &[batches, 1], 1);
+    let kernel = Kernel::compile(&sig).expect("kernel");
+    assert!(kernel.plan().lookup.streaming, "{}", kernel.plan());
+    let row_bytes = row_len * 4;
+    let data: Vec<u8> = (0..batches * rows * row_bytes)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let picked: Vec<i64> = (0..batches as i64).map(|b| (b * 7 + b / 3) % 2).collect();
+    let idx = index_bytes(IndexType::I64, &picked);
+    let mut output = vec![0u8; batches * row_bytes];
+    kernel.run_bytes(&data, &idx, &mut output).expect("runs");
+    for (b, &row) in picked.iter().enumerate() {
+        let from = (b * rows + row as usize) * row_bytes;
+        assert!(
+            output[b * row_bytes..(b + 1) * row_bytes] == data[from..from + row_bytes],
+            "batch {b}"
+        );
+    }
+}
+
 /// `Signature`'s hand-written `PartialEq` and `Hash` (cheaper for cache hits than derived):
 /// a difference in any one field, or a dim moved from one shape to the other, makes a
 /// different key; equal signatures hash alike.

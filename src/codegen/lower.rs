@@ -397,7 +397,8 @@ impl Lowering<'_> {
     }
 
     /// The three pointers advanced by `k` iterations of loop `depth`, each as a base and a
-    /// constant byte offset for its loads or stores: all three keep their base (one `iadd`
+    /// constant byte offset for its loads or stores: all three keep their base while the
+    /// offset is at most 1 GiB (one `iadd`
     /// fewer per lookup for Cranelift to compile; for the data pointer, to which the lookup
     /// adds its index offset, x64 then reads `disp(base, offset)` instead of stepping the base
     /// with a `lea` per lookup).
@@ -757,11 +758,11 @@ impl Lowering<'_> {
         let raw = self.load_tuple(b, indices);
         let copy = b.create_block();
         b.append_block_param(copy, I64);
-        // Only a zero-filled slice takes another way around the copy.
-        let done = self.zero_fills().then(|| b.create_block());
         if let Check::FastThenPolicy = check {
-            // (Branching from the last check straight to `copy` with the offset would make an
-            // edge Cranelift splits, and cost more compile time than it saves.)
+            // (Branching from the last check straight to `copy` with the offset would make a
+            // critical edge, which Cranelift splits: on this hot path that measured more
+            // compile work than the block it saves. The cold policy code below does branch
+            // straight to `copy`, where it saves a block of its own.)
             let slow = b.create_block();
             self.emit_fast_checks(b, &raw, slow);
             let offset = self.offset(b, &raw);
@@ -769,7 +770,7 @@ impl Lowering<'_> {
             b.switch_to_block(slow);
             b.seal_block(slow);
         }
-        self.emit_slow_path(b, indices, &raw, output, copy, done);
+        let done = self.emit_slow_path(b, indices, &raw, output, copy);
 
         b.switch_to_block(copy);
         b.seal_block(copy);
@@ -781,13 +782,6 @@ impl Lowering<'_> {
             b.switch_to_block(done);
             b.seal_block(done);
         }
-    }
-
-    /// Whether the policy zero-fills the slice of a bad tuple, which [`Lowering::emit_slow_path`]
-    /// does around the copy.
-    fn zero_fills(&self) -> bool {
-        self.plan.policy.out_of_range == OutOfRange::Zero
-            && !self.plan.lookup.coordinates.is_empty()
     }
 
     /// The data byte offset of a tuple of in-range indices.
@@ -805,8 +799,8 @@ impl Lowering<'_> {
 
     /// Applies the policy to a tuple (one that failed the fast check, or any in the cold loop):
     /// jumps to `copy` with the offset, to `reject` with the tuple if the policy rejects any of
-    /// its indices, or zero-fills and jumps to `done` (given exactly when
-    /// [`Lowering::zero_fills`]).
+    /// its indices, or zero-fills and jumps to the block it returns, where the caller's code
+    /// goes on after the copy (only a zero-filling policy has one).
     fn emit_slow_path(
         &self,
         b: &mut FunctionBuilder,
@@ -814,8 +808,7 @@ impl Lowering<'_> {
         raw: &[Value],
         output: Value,
         copy: Block,
-        done: Option<Block>,
-    ) {
+    ) -> Option<Block> {
         let policy = self.plan.policy;
         let mut fixed = Vec::with_capacity(raw.len());
         let mut all_in_range: Option<Value> = None;
@@ -867,27 +860,27 @@ impl Lowering<'_> {
         // Computed before the branches (wrapping arithmetic, used only if the tuple passes),
         // so that they go straight to `copy`.
         let offset = [BlockArg::from(self.offset(b, &fixed))];
-        debug_assert_eq!(
-            all_in_range.is_some(),
-            done.is_some(),
-            "zero_fills disagrees"
-        );
-        match (any_bad, all_in_range.zip(done)) {
+        // One policy per plan: it rejects (`any_bad`) or zero-fills (`all_in_range`), not both.
+        match (any_bad, all_in_range) {
             // The tuple's position; the caller finds its first bad coordinate.
             (Some(bad), _) => {
                 b.ins()
                     .brif(bad, self.reject, &[BlockArg::from(tuple)], copy, &offset);
+                None
             }
-            (None, Some((ok, done))) => {
+            (None, Some(ok)) => {
                 let zero = b.create_block();
+                let done = b.create_block();
                 b.ins().brif(ok, copy, &offset, zero, &[]);
                 b.switch_to_block(zero);
                 b.seal_block(zero);
                 self.emit_zero(b, output, self.plan.lookup.slice_bytes);
                 b.ins().jump(done, &[]);
+                Some(done)
             }
             (None, None) => {
                 b.ins().jump(copy, &offset);
+                None
             }
         }
     }
@@ -923,7 +916,7 @@ impl Lowering<'_> {
         let (base, past) = dest;
         let prefetches = self.prefetch_copy.is_some() && next.is_some();
         if bytes <= UNROLL_LIMIT_BYTES && self.stream_copy.is_none() && !prefetches {
-            // Inline moves, the offset folded into the stores.
+            // Inline moves, both offsets folded into the loads and stores.
             for (offset, ty) in chunks(bytes) {
                 let value = b.ins().load(ty, flags(), from, from_past + offset);
                 b.ins().store(flags(), value, base, past + offset);
@@ -1164,6 +1157,65 @@ mod tests {
         assert!(!prefetches(&Signature::gather(&[5, 1000], &[8400], 0, 0)));
         let text = clif(&rows);
         assert!(text.contains("umin"), "the next tuple is clamped\n{text}");
+    }
+
+    /// The byte displacements of every load and store in `text` (`load.i32 notrap v7+12`).
+    fn displacements(text: &str) -> Vec<i64> {
+        (text.lines())
+            .filter(|line| line.contains(" load") || line.contains("store "))
+            .filter_map(|line| {
+                let operand = line.split(';').next()?.trim_end();
+                let at = operand.rfind(['+', '-'])?;
+                let digits = operand[at + 1..].replace('_', "");
+                let magnitude = match digits.strip_prefix("0x") {
+                    Some(hex) => i64::from_str_radix(hex, 16).ok()?,
+                    None => digits.parse().ok()?,
+                };
+                Some(if operand[at..].starts_with('-') {
+                    -magnitude
+                } else {
+                    magnitude
+                })
+            })
+            .collect()
+    }
+
+    /// An unrolled trip reads each lookup's element at a displacement from the trip's data
+    /// pointer (x64: `disp(base, index)`), instead of stepping the pointer per lookup.
+    #[test]
+    fn unrolled_lookups_fold_their_data_steps_into_displacements() {
+        use crate::ir::Signature;
+        // GatherElements along axis 0 of [8, 32] f32: rows of 128 bytes, too short to band; the
+        // columns are the inner loop (data stride 4), 8 lookups per trip.
+        let text = clif(&Signature::gather_elements(&[8, 32], &[8, 32], 0));
+        let element_loads: Vec<&str> = (text.lines())
+            .filter(|line| line.contains("load.i32"))
+            .collect();
+        for lane in [4, 8, 12, 16, 28] {
+            assert!(
+                element_loads
+                    .iter()
+                    .any(|line| line.ends_with(&format!("+{lane}"))),
+                "no element load at +{lane}\n{text}"
+            );
+        }
+    }
+
+    /// Displacements stay at most 1 GiB (plus a slice), far inside `i32`: lookups whose step
+    /// would go beyond step their pointer instead.
+    #[test]
+    fn far_lookups_step_their_pointer_instead_of_a_displacement() {
+        use crate::ir::Signature;
+        // One f32 per batch from rows of 2^27 elements: the data pointer steps 512 MiB per
+        // lookup, so lookups 3-7 of a trip would need 1.5-3.5 GiB.
+        let text = clif(&Signature::gather_nd(&[8, 1 << 27], &[8, 1], 1));
+        let found = displacements(&text);
+        assert!(found.contains(&(1 << 29)), "lookup 1 folded\n{text}");
+        assert!(found.contains(&(1 << 30)), "lookup 2 folded\n{text}");
+        assert!(
+            found.iter().all(|&d| (0..=(1 << 30) + 512).contains(&d)),
+            "{found:?}\n{text}"
+        );
     }
 
     #[test]
