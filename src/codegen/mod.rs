@@ -365,6 +365,12 @@ extern "C" fn prefetch_rows(
 /// [`prefetch_rows`].
 const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
 
+/// Prefetches (for reading) the cache lines of the first `bytes` from `start`, at most 4 KiB:
+/// for Rust code around the kernels, such as the packing of a band. Any address will do.
+pub(crate) fn prefetch_for_read(start: *const u8, bytes: usize) {
+    prefetch_lines::<false>(start, bytes.min(4096));
+}
+
 /// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
 /// (`prefetchw`). Any address will do: prefetches never fault. A no-op off x86-64.
 fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
@@ -523,6 +529,7 @@ mod tests {
             buffer.as_ptr(),
         ] {
             prefetch_rows(address, 1 << 20, address, 4096);
+            prefetch_for_read(address, usize::MAX);
         }
         assert!(buffer.iter().all(|&b| b == 7), "prefetching writes nothing");
     }
