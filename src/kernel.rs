@@ -35,9 +35,9 @@ struct BandLoops {
 
 /// How many rows ahead [`pack_band`] prefetches its source. The rows of a band are usually a
 /// page or more apart, where the hardware prefetchers do not follow. Measured on S7 (rows 4
-/// KiB apart) on a Zen 3 host, against no prefetch: 0.908, 1.005 and 0.960 (13, 7 and 14 of
-/// 16 alternating pairs faster), 0.970 with the table in the L1 (11 of 12); 16 rows ahead was
-/// slower than 8 (1.052), 4 not clearly better (docs/performance.md).
+/// KiB apart) on a Zen 3 host, against no prefetch: 0.908, 1.005, 0.960 and 0.971 (13, 7, 14
+/// and 9 of 16 alternating pairs faster), 0.970 with the table in the L1 (11 of 12); 16 rows
+/// ahead was slower than 8 (1.052), 4 not clearly better (docs/performance.md).
 const PACK_PREFETCH_ROWS_AHEAD: usize = 8;
 
 /// Copies `band.rows` rows of `band.row_bytes` bytes, `band.row_stride` bytes apart from
