@@ -36,6 +36,14 @@ pub struct Loop {
     pub output_stride: u64,
 }
 
+impl Loop {
+    /// The strides of the data, indices and output pointers, in that order (the order of the
+    /// generated code's pointer triples).
+    pub fn strides(&self) -> [u64; 3] {
+        [self.data_stride, self.indices_stride, self.output_stride]
+    }
+}
+
 /// One coordinate of an index tuple: where it is read and what it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Coordinate {

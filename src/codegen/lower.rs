@@ -219,7 +219,7 @@ struct Carried {
 
 impl Carried {
     fn new(spec: Loop, entry: [Value; 3]) -> Carried {
-        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        let strides = spec.strides();
         Carried {
             varying: strides.map(|stride| stride != 0),
             entry,
@@ -386,7 +386,7 @@ impl Lowering<'_> {
         used: [bool; 3],
     ) -> [Value; 3] {
         let spec = self.plan.loops[depth];
-        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        let strides = spec.strides();
         let mut stepped = p;
         for ((pointer, stride), used) in stepped.iter_mut().zip(strides).zip(used) {
             if used {
@@ -398,10 +398,9 @@ impl Lowering<'_> {
 
     /// The three pointers advanced by `k` iterations of loop `depth`, each as a base and a
     /// constant byte offset for its loads or stores: all three keep their base while the
-    /// offset is at most 1 GiB (one `iadd`
-    /// fewer per lookup for Cranelift to compile; for the data pointer, to which the lookup
-    /// adds its index offset, x64 then reads `disp(base, offset)` instead of stepping the base
-    /// with a `lea` per lookup).
+    /// offset is at most 1 GiB (one `iadd` fewer per lookup for Cranelift to compile; for the
+    /// data pointer, to which the lookup adds its index offset, x64 then reads
+    /// `disp(base, offset)` instead of stepping the base with a `lea` per lookup).
     fn step_folded(
         &self,
         b: &mut FunctionBuilder,
@@ -416,7 +415,7 @@ impl Lowering<'_> {
                 .filter(|&bytes| bytes <= 1 << 30)
                 .map(|bytes| (pointer, bytes as i32))
         };
-        let strides = [spec.data_stride, spec.indices_stride, spec.output_stride];
+        let strides = spec.strides();
         let folds = [0, 1, 2].map(|n| folded(p[n], strides[n]));
         // Stepped: a pointer whose offset would be too large.
         let stepped = folds.map(|fold| fold.is_none());

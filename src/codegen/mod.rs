@@ -361,14 +361,15 @@ extern "C" fn prefetch_rows(
     prefetch_lines::<true>(output, output_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
 }
 
-/// At most this many bytes of a band row's indices and output are prefetched by
-/// [`prefetch_rows`].
+/// At most this many bytes of a band row are prefetched, by [`prefetch_rows`] (its indices
+/// and output) and by [`prefetch_for_read`] (its table row, for the packing).
 const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
 
-/// Prefetches (for reading) the cache lines of the first `bytes` from `start`, at most 4 KiB:
-/// for Rust code around the kernels, such as the packing of a band. Any address will do.
+/// Prefetches (for reading) the cache lines of the first `bytes` from `start`, at most
+/// [`PREFETCH_ROW_LIMIT_BYTES`]: for Rust code around the kernels, such as the packing of a
+/// band. Any address will do.
 pub(crate) fn prefetch_for_read(start: *const u8, bytes: usize) {
-    prefetch_lines::<false>(start, bytes.min(4096));
+    prefetch_lines::<false>(start, bytes.min(PREFETCH_ROW_LIMIT_BYTES));
 }
 
 /// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
