@@ -62,6 +62,15 @@ pub struct BenchArgs {
     /// read memory backed alike)
     #[arg(long)]
     no_huge_pages: bool,
+    /// Start the output this many bytes past where the allocator put it, to time the kernel
+    /// on buffers aligned unlike each other
+    #[arg(long, value_name = "BYTES", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..4096))]
+    output_offset: u64,
+    /// Start data this many bytes past where the allocator put it (see --output-offset)
+    #[arg(long, value_name = "BYTES", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..4096))]
+    data_offset: u64,
     /// Only compile the kernel N times, fresh (Kernel::compile_tuned), and print nothing: for
     /// counting a compile's instructions under valgrind (benches/compile_instructions.sh)
     #[arg(long, value_name = "N")]
@@ -136,10 +145,12 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let (data, indices) =
         random::inputs_below(&validated, &mut rng, args.index_limit.unwrap_or(u64::MAX))?;
     let huge = !args.no_huge_pages;
-    let (data, indices) = (
-        hugepages::copied(&data, huge),
-        hugepages::copied(&indices, huge),
+    let data_offset = args.data_offset as usize;
+    let (data_buffer, indices) = (
+        hugepages::copied_at(data_offset, &data, huge),
+        hugepages::copied_at(0, &indices, huge),
     );
+    let data = &data_buffer[data_offset..];
     let output_bytes = validated.output_len() * sig.dtype.size();
     let budget = Duration::from_millis(args.time_ms);
 
@@ -182,12 +193,14 @@ pub fn main(args: &BenchArgs) -> Result<()> {
 
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
-    let mut output = hugepages::zeroed(output_bytes, huge);
-    kernel.run_bytes_parallel(&data, &indices, &mut output, threads as usize)?;
+    let output_offset = args.output_offset as usize;
+    let mut output_buffer = hugepages::zeroed(output_offset + output_bytes, huge);
+    let output = &mut output_buffer[output_offset..];
+    kernel.run_bytes_parallel(data, &indices, output, threads as usize)?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
         let _ =
-            kernel.run_bytes_parallel(&data, &indices, black_box(&mut output), threads as usize);
+            kernel.run_bytes_parallel(data, &indices, black_box(&mut *output), threads as usize);
     });
     let source = hugepages::copied(&random::bytes(output_bytes, &mut rng), huge);
     let mut copy = hugepages::zeroed(output_bytes, huge);
@@ -220,6 +233,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "seed": args.seed,
             "index_limit": args.index_limit,
             "huge_pages": huge,
+            "output_offset": args.output_offset,
+            "data_offset": args.data_offset,
             "threads": args.threads,
             "threads_used": threads_used,
             "outer_extent": kernel.outer_extent(),

@@ -24,8 +24,14 @@ pub fn zeroed(len: usize, advise: bool) -> Vec<u8> {
 
 /// A copy of `bytes` in a buffer from [`zeroed`].
 pub fn copied(bytes: &[u8], advise: bool) -> Vec<u8> {
-    let mut buffer = zeroed(bytes.len(), advise);
-    buffer.copy_from_slice(bytes);
+    copied_at(0, bytes, advise)
+}
+
+/// A copy of `bytes` starting `offset` bytes into a buffer from [`zeroed`] (`offset` zeros
+/// before it).
+pub fn copied_at(offset: usize, bytes: &[u8], advise: bool) -> Vec<u8> {
+    let mut buffer = zeroed(offset + bytes.len(), advise);
+    buffer[offset..].copy_from_slice(bytes);
     buffer
 }
 
@@ -56,6 +62,11 @@ mod tests {
             assert_eq!(zeroed(len, advise), vec![0u8; len]);
             let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             assert_eq!(copied(&bytes, advise), bytes);
+            let shifted = copied_at(16, &bytes, advise);
+            assert_eq!(
+                (&shifted[..16], &shifted[16..]),
+                (&[0u8; 16][..], &bytes[..])
+            );
         }
     }
 }

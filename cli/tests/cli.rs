@@ -538,6 +538,41 @@ fn bench_json_reports_times_in_nanoseconds() {
     assert_eq!(json["memcpy_bytes"], 4 * 32 * 64 * 4);
 }
 
+/// Offset buffers run (rows of 3 KiB: the copy helper's path) and say so; offsets of a page
+/// or more are refused.
+#[test]
+fn bench_takes_offset_buffers() {
+    let args = |offset: &'static str| {
+        [
+            "bench",
+            "--op",
+            "gather",
+            "--data-shape",
+            "100x768",
+            "--indices-shape",
+            "8",
+            "--time-ms",
+            "5",
+            "--json",
+            "--output-offset",
+            offset,
+            "--data-offset",
+            "3",
+        ]
+    };
+    let json: Value = serde_json::from_str(&ok(&args("16"))).expect("one JSON object");
+    assert_eq!(
+        (&json["output_offset"], &json["data_offset"]),
+        (&16.into(), &3.into())
+    );
+    assert!(
+        json["median_ns"].as_f64().is_some_and(|v| v > 0.0),
+        "{json}"
+    );
+    let refused = usage_error(&args("4096"));
+    assert!(refused.contains("--output-offset"), "{refused}");
+}
+
 #[test]
 fn bench_text_and_errors() {
     let out = ok(&[
