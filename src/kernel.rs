@@ -62,14 +62,15 @@ unsafe fn pack_band(source: *const u8, band: Band, scratch: &mut Vec<u128>) -> *
     for row in 0..rows {
         let ahead = (row + PACK_PREFETCH_ROWS_AHEAD).wrapping_mul(row_stride);
         let ahead = source.wrapping_add(ahead);
-        codegen::prefetch_for_read(ahead, row_bytes);
         // SAFETY: the caller guarantees the source row; the destination row lies within the
-        // `rows * row_bytes` bytes just ensured; `scratch` is ours, so they do not overlap.
+        // `rows * row_bytes` bytes just ensured; `scratch` is ours, so they do not overlap;
+        // `ahead` is only prefetched.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                source.add(row * row_stride),
+            codegen::copy_prefetching(
                 dest.add(row * row_bytes),
+                source.add(row * row_stride),
                 row_bytes,
+                ahead,
             )
         };
     }

@@ -210,6 +210,42 @@ fn unaligned_buffers_work() {
     }
 }
 
+/// Slices too large to inline go through the kernels' own copy helper (128-byte chunks, the
+/// last one overlapping, the next slice prefetched as it goes): row lengths around the chunk
+/// size, data and output out of step by every small offset, exactly the output written.
+#[test]
+fn large_slices_copy_exactly_at_any_alignment() {
+    for row_bytes in [516usize, 1000, 3072, 4100] {
+        let rows = 7;
+        let sig = Signature::gather(&[rows, row_bytes], &[9], 0, 0).with_dtype(DType::U8);
+        let validated = sig.validate().expect("valid");
+        let kernel = Kernel::compile(&sig).expect("kernel");
+        let data: Vec<u8> = (0..rows * row_bytes + 64)
+            .map(|i| (i % 239) as u8)
+            .collect();
+        let picked: Vec<i64> = vec![3, 0, 6, 6, -1, 2, 5, 1, 4];
+        let idx = index_bytes(IndexType::I64, &picked);
+        for (data_at, output_at) in [(0, 0), (16, 0), (0, 16), (1, 3), (48, 7)] {
+            let data = &data[data_at..data_at + rows * row_bytes];
+            let expected = interpret(&validated, data, &idx).expect("interpreter");
+            let mut buffer = vec![0xEEu8; output_at + expected.len() + 200];
+            let output = &mut buffer[output_at..output_at + expected.len()];
+            kernel.run_bytes(data, &idx, output).expect("runs");
+            let case = format!("{row_bytes}-byte rows, data +{data_at}, output +{output_at}");
+            assert!(
+                buffer[output_at..output_at + expected.len()] == expected[..],
+                "{case}"
+            );
+            assert!(
+                buffer[..output_at].iter().all(|&b| b == 0xEE),
+                "before: {case}"
+            );
+            let after = &buffer[output_at + expected.len()..];
+            assert!(after.iter().all(|&b| b == 0xEE), "after: {case}");
+        }
+    }
+}
+
 #[test]
 fn index_error_names_position_and_value_and_stops() {
     let sig = Signature::gather_nd(&[3, 4], &[3, 2], 0);

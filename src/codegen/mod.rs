@@ -90,7 +90,7 @@ impl JitCode {
         let imports = helper_imports(plan, isa, isa.frontend_config().pointer_type());
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
-        builder.symbol(PREFETCH_COPY, prefetch_copy as *const u8);
+        builder.symbol(PREFETCH_COPY, prefetch_copy_for_host());
         builder.symbol(PREFETCH_ROWS, prefetch_rows as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
@@ -361,15 +361,29 @@ extern "C" fn prefetch_rows(
     prefetch_lines::<true>(output, output_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
 }
 
-/// At most this many bytes of a band row are prefetched, by [`prefetch_rows`] (its indices
-/// and output) and by [`prefetch_for_read`] (its table row, for the packing).
+/// At most this many bytes of a band row's indices and output are prefetched by
+/// [`prefetch_rows`].
 const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
 
-/// Prefetches (for reading) the cache lines of the first `bytes` from `start`, at most
-/// [`PREFETCH_ROW_LIMIT_BYTES`]: for Rust code around the kernels, such as the packing of a
-/// band. Any address will do.
-pub(crate) fn prefetch_for_read(start: *const u8, bytes: usize) {
-    prefetch_lines::<false>(start, bytes.min(PREFETCH_ROW_LIMIT_BYTES));
+/// Copies `len` bytes from `source` to `dest` as the kernels copy large slices (see
+/// [`prefetch_copy`]), prefetching the start of `next` as it goes: for Rust code around the
+/// kernels, such as the packing of a band.
+///
+/// # Safety
+/// As [`prefetch_copy`].
+pub(crate) unsafe fn copy_prefetching(
+    dest: *mut u8,
+    source: *const u8,
+    len: usize,
+    next: *const u8,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: forwarded from this function's contract; the host has AVX.
+        return unsafe { prefetch_copy_avx(dest, source, len, next) };
+    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { prefetch_copy(dest, source, len, next) }
 }
 
 /// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
@@ -396,24 +410,101 @@ fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
     let _ = (start, bytes);
 }
 
-/// At most this many bytes of the next slice are prefetched by [`prefetch_copy`]; beyond that
-/// the hardware prefetcher catches on by itself. Prefetching more measured slower: against
-/// 4 KiB, 1 KiB took S5 (3 KiB rows) 0.91-0.94x in 50 alternating pairs and 16 KiB rows
-/// 0.95x, 2 KiB rows unchanged (docs/performance.md).
-const PREFETCH_LIMIT_BYTES: usize = 1024;
+/// At most this many bytes of the next slice are prefetched by [`prefetch_copy`], two cache
+/// lines per 128 bytes copied; beyond that the hardware prefetcher catches on by itself. On S5
+/// (3 KiB rows) 1 KiB measured 1.03x the time of 4 KiB (docs/performance.md).
+const PREFETCH_LIMIT_BYTES: usize = 4096;
 
-/// Copies `len` bytes from `source` to `dest` (a plain `memcpy`), first asking the CPU to
-/// bring the start of `next` (the slice the following lookup copies) into the cache, so that
-/// its latency overlaps this copy. Generated code calls it for slices copied with `memcpy`.
-/// On S5 (random 3 KiB rows of a 94 MB table) this measured 71 -> 64 µs in a Rust model.
+/// The copy helper for slices copied with a prefetch of the next ([`prefetch_copy`] or, where
+/// the host has AVX, [`prefetch_copy_avx`]); the kernels link whichever this returns.
+fn prefetch_copy_for_host() -> *const u8 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        return prefetch_copy_avx as *const u8;
+    }
+    prefetch_copy as *const u8
+}
+
+/// Copies `len` bytes in 128-byte chunks, calling `copy_chunk(offset)` for each (the last one
+/// overlapping the one before when 128 does not divide `len`, which rewrites the same bytes),
+/// and prefetches the cache lines of `next` at the same offsets as it goes, up to
+/// [`PREFETCH_LIMIT_BYTES`]: the prefetches spread over the copy instead of queueing before it.
+/// `len` is at least 128.
+#[inline(always)]
+fn copy_prefetching_next(len: usize, next: *const u8, mut copy_chunk: impl FnMut(usize)) {
+    let prefetch_end = len.min(PREFETCH_LIMIT_BYTES);
+    let mut done = 0;
+    while done + 128 <= len {
+        if done < prefetch_end {
+            prefetch_lines::<false>(next.wrapping_add(done), 128);
+        }
+        copy_chunk(done);
+        done += 128;
+    }
+    if done < len {
+        copy_chunk(len - 128);
+    }
+}
+
+/// Copies `len` bytes from `source` to `dest`, bringing the start of `next` (the slice the
+/// following lookup copies) into the cache as it goes, so that its latency overlaps this copy.
+/// Generated code calls it (or [`prefetch_copy_avx`]) for slices too large to inline. On S5
+/// (random 3 KiB rows of a 94 MB table) prefetching the next slice measured 71 -> 64 µs in a
+/// Rust model; this loop, which spreads the prefetches over the copy, 0.95x the time of a
+/// 1 KiB prefetch before glibc's `memcpy`, and 0.21-0.28x where output and data are 8-24 bytes
+/// out of step (docs/performance.md, "Buffers out of step").
 ///
 /// # Safety
 /// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
 /// `next` may be any address: prefetches never fault.
 unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize, next: *const u8) {
-    prefetch_lines::<false>(next, len.min(PREFETCH_LIMIT_BYTES));
+    #[cfg(target_arch = "x86_64")]
+    if len >= 128 {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
+        copy_prefetching_next(len, next, |at| {
+            for lane in (0..128).step_by(16) {
+                // SAFETY: `at + 128 <= len` (see `copy_prefetching_next`) keeps both accesses
+                // within the caller's ranges; unaligned moves; SSE2 is part of x86-64.
+                unsafe {
+                    let chunk = _mm_loadu_si128(source.add(at + lane).cast::<__m128i>());
+                    _mm_storeu_si128(dest.add(at + lane).cast::<__m128i>(), chunk);
+                }
+            }
+        });
+        return;
+    }
+    prefetch_lines::<false>(next, len);
     // SAFETY: forwarded from this function's contract.
     unsafe { std::ptr::copy_nonoverlapping(source, dest, len) };
+}
+
+/// [`prefetch_copy`] with 32-byte moves, for hosts with AVX.
+///
+/// # Safety
+/// As [`prefetch_copy`], and the host has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe extern "C" fn prefetch_copy_avx(
+    dest: *mut u8,
+    source: *const u8,
+    len: usize,
+    next: *const u8,
+) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
+    if len < 128 {
+        // SAFETY: forwarded from this function's contract.
+        return unsafe { prefetch_copy(dest, source, len, next) };
+    }
+    copy_prefetching_next(len, next, |at| {
+        for lane in (0..128).step_by(32) {
+            // SAFETY: `at + 128 <= len` (see `copy_prefetching_next`) keeps both accesses
+            // within the caller's ranges; unaligned moves; the caller guarantees AVX.
+            unsafe {
+                let chunk = _mm256_loadu_si256(source.add(at + lane).cast::<__m256i>());
+                _mm256_storeu_si256(dest.add(at + lane).cast::<__m256i>(), chunk);
+            }
+        }
+    });
 }
 
 /// Copies `len` bytes from `source` to `dest` with non-temporal stores (on x86-64; a plain
@@ -501,21 +592,47 @@ mod tests {
         assert_eq!(output, [0xA5u8; 20], "nothing written");
     }
 
+    /// Both copy helpers (the AVX one where the host has it), at lengths around their
+    /// 128-byte chunks and at every alignment of source and destination: exactly `len` bytes
+    /// land, the bytes after them stay, whatever `next` points at.
     #[test]
-    fn prefetch_copy_copies_whatever_next_points_at() {
-        let source: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
-        for len in [0, 1, 63, 64, 513, 4096, 5000] {
-            for next in [
-                std::ptr::null(),
-                usize::MAX as *const u8,
-                source.as_ptr().wrapping_add(1 << 40),
-                source.as_ptr(),
+    fn prefetch_copy_copies_exactly_len_bytes_whatever_next_points_at() {
+        type Copy = unsafe extern "C" fn(*mut u8, *const u8, usize, *const u8);
+        let mut helpers: Vec<(&str, Copy)> = vec![("sse2", prefetch_copy)];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx") {
+            helpers.push(("avx", prefetch_copy_avx));
+        }
+        let source: Vec<u8> = (0..6000).map(|i| (i % 251) as u8).collect();
+        for (name, copy) in helpers {
+            for len in [
+                0, 1, 63, 64, 127, 128, 129, 255, 513, 1000, 3072, 4096, 4097, 5000,
             ] {
-                let mut dest = vec![0u8; len];
-                // SAFETY: both buffers hold `len` bytes and do not overlap; `next` is only
-                // prefetched, which never faults.
-                unsafe { prefetch_copy(dest.as_mut_ptr(), source.as_ptr(), len, next) };
-                assert_eq!(dest, source[..len], "len {len}, next {next:?}");
+                for (from, to) in [(0, 0), (16, 0), (0, 16), (1, 7), (33, 48)] {
+                    for next in [
+                        std::ptr::null(),
+                        usize::MAX as *const u8,
+                        source.as_ptr().wrapping_add(1 << 40),
+                        source.as_ptr(),
+                    ] {
+                        let mut dest = vec![0xEEu8; to + len + 200];
+                        // SAFETY: `source[from..from + len]` and `dest[to..to + len]` are in
+                        // bounds and do not overlap; the AVX helper is listed only where the
+                        // host has AVX; `next` is only prefetched, which never faults.
+                        unsafe {
+                            copy(
+                                dest.as_mut_ptr().add(to),
+                                source.as_ptr().add(from),
+                                len,
+                                next,
+                            )
+                        };
+                        let case = format!("{name}: len {len}, from {from}, to {to}, {next:?}");
+                        assert_eq!(dest[to..to + len], source[from..from + len], "{case}");
+                        assert!(dest[..to].iter().all(|&b| b == 0xEE), "before: {case}");
+                        assert!(dest[to + len..].iter().all(|&b| b == 0xEE), "after: {case}");
+                    }
+                }
             }
         }
     }
@@ -530,7 +647,6 @@ mod tests {
             buffer.as_ptr(),
         ] {
             prefetch_rows(address, 1 << 20, address, 4096);
-            prefetch_for_read(address, usize::MAX);
         }
         assert!(buffer.iter().all(|&b| b == 7), "prefetching writes nothing");
     }
