@@ -413,6 +413,7 @@ fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`], two cache
 /// lines per 128 bytes copied; beyond that the hardware prefetcher catches on by itself. On S5
 /// (3 KiB rows) 1 KiB measured 1.03x the time of 4 KiB (docs/performance.md).
+#[cfg(target_arch = "x86_64")]
 const PREFETCH_LIMIT_BYTES: usize = 4096;
 
 /// The copy helper for slices copied with a prefetch of the next ([`prefetch_copy`] or, where
@@ -430,6 +431,7 @@ fn prefetch_copy_for_host() -> *const u8 {
 /// and prefetches the cache lines of `next` at the same offsets as it goes, up to
 /// [`PREFETCH_LIMIT_BYTES`]: the prefetches spread over the copy instead of queueing before it.
 /// `len` is at least 128.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn copy_prefetching_next(len: usize, next: *const u8, mut copy_chunk: impl FnMut(usize)) {
     let prefetch_end = len.min(PREFETCH_LIMIT_BYTES);
