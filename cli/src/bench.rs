@@ -235,6 +235,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "huge_pages": huge,
             "output_offset": args.output_offset,
             "data_offset": args.data_offset,
+            "output_address_mod_64": output.as_ptr() as usize % 64,
+            "data_address_mod_64": data.as_ptr() as usize % 64,
             "threads": args.threads,
             "threads_used": threads_used,
             "outer_extent": kernel.outer_extent(),

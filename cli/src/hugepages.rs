@@ -62,11 +62,11 @@ mod tests {
             assert_eq!(zeroed(len, advise), vec![0u8; len]);
             let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             assert_eq!(copied(&bytes, advise), bytes);
-            let shifted = copied_at(16, &bytes, advise);
-            assert_eq!(
-                (&shifted[..16], &shifted[16..]),
-                (&[0u8; 16][..], &bytes[..])
-            );
+            for offset in [1, 16, 4095] {
+                let shifted = copied_at(offset, &bytes, advise);
+                assert!(shifted[..offset].iter().all(|&b| b == 0), "offset {offset}");
+                assert_eq!(shifted[offset..], bytes[..], "offset {offset}");
+            }
         }
     }
 }

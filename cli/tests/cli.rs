@@ -538,11 +538,12 @@ fn bench_json_reports_times_in_nanoseconds() {
     assert_eq!(json["memcpy_bytes"], 4 * 32 * 64 * 4);
 }
 
-/// Offset buffers run (rows of 3 KiB: the copy helper's path) and say so; offsets of a page
-/// or more are refused.
+/// Offset buffers run (rows of 3 KiB: the copy helper's path) where the flags put them (the
+/// allocator's blocks are 16-byte aligned, so the offsets show mod 16); offsets of a page or
+/// more are refused.
 #[test]
 fn bench_takes_offset_buffers() {
-    let args = |offset: &'static str| {
+    let args = |output: &'static str, data: &'static str| {
         [
             "bench",
             "--op",
@@ -555,22 +556,30 @@ fn bench_takes_offset_buffers() {
             "5",
             "--json",
             "--output-offset",
-            offset,
+            output,
             "--data-offset",
-            "3",
+            data,
         ]
     };
-    let json: Value = serde_json::from_str(&ok(&args("16"))).expect("one JSON object");
+    let json: Value = serde_json::from_str(&ok(&args("21", "3"))).expect("one JSON object");
     assert_eq!(
         (&json["output_offset"], &json["data_offset"]),
-        (&16.into(), &3.into())
+        (&21.into(), &3.into())
     );
+    let mod_16 = |field: &str| json[field].as_u64().map(|at| at % 16);
+    assert_eq!(mod_16("output_address_mod_64"), Some(5), "{json}");
+    assert_eq!(mod_16("data_address_mod_64"), Some(3), "{json}");
     assert!(
         json["median_ns"].as_f64().is_some_and(|v| v > 0.0),
         "{json}"
     );
-    let refused = usage_error(&args("4096"));
-    assert!(refused.contains("--output-offset"), "{refused}");
+    for (output, data, flag) in [
+        ("4096", "0", "--output-offset"),
+        ("0", "4096", "--data-offset"),
+    ] {
+        let refused = usage_error(&args(output, data));
+        assert!(refused.contains(flag), "{refused}");
+    }
 }
 
 #[test]

@@ -60,7 +60,7 @@ pub(crate) fn copy_signature(call_conv: CallConv, pointer: Type, params: usize) 
 /// Whether the kernel for `plan` copies its slices with [`super::prefetch_copy`], prefetching
 /// the next lookup's slice (the last lookup's own again): slices too large to copy inline and
 /// not streamed. (Never glibc's `memcpy`: from 2 KiB on it uses `rep movsb`, which on Zen 3
-/// took S5 3.5-4.7x longer when output and data were 8-24 bytes out of step.)
+/// took S5 3.5-4.9x as long when output and data were 8-24 bytes out of step as in step.)
 pub(crate) fn prefetches_next_slice(plan: &Plan) -> bool {
     !plan.lookup.streaming && plan.lookup.slice_bytes > UNROLL_LIMIT_BYTES
 }
@@ -902,7 +902,8 @@ impl Lowering<'_> {
 
     /// Copies one slice from `source.1` bytes past `source.0` to `dest.1` bytes past
     /// `dest.0`, with code chosen by its size; where the kernel uses [`super::prefetch_copy`],
-    /// `next` (the following lookup's slice; without one, this slice again) is prefetched.
+    /// `next` (the following lookup's slice) is prefetched, or without one (the lookups of an
+    /// inner loop written out straight) this slice again.
     fn emit_copy(
         &self,
         b: &mut FunctionBuilder,
@@ -913,26 +914,24 @@ impl Lowering<'_> {
         let bytes = self.plan.lookup.slice_bytes;
         let (from, from_past) = source;
         let (base, past) = dest;
-        if bytes <= UNROLL_LIMIT_BYTES && self.stream_copy.is_none() && self.prefetch_copy.is_none()
-        {
-            // Inline moves, both offsets folded into the loads and stores.
+        let Some(helper) = self.stream_copy.or(self.prefetch_copy) else {
+            // Inline moves (every slice of at most `UNROLL_LIMIT_BYTES`, the only ones without
+            // a helper), both offsets folded into the loads and stores.
             for (offset, ty) in chunks(bytes) {
                 let value = b.ins().load(ty, flags(), from, from_past + offset);
                 b.ins().store(flags(), value, base, past + offset);
             }
             return;
-        }
+        };
         // A call takes pointers.
         let dest = self.advance_const(b, base, past as u64);
         let source = self.advance_const(b, from, from_past as u64);
         let size = b.ins().iconst(self.pointer, bytes as i64);
-        if let Some(stream_copy) = self.stream_copy {
-            b.ins().call(stream_copy, &[dest, source, size]);
-        } else if let Some(prefetch_copy) = self.prefetch_copy {
-            let next = next.unwrap_or(source);
-            b.ins().call(prefetch_copy, &[dest, source, size, next]);
+        if self.stream_copy.is_some() {
+            b.ins().call(helper, &[dest, source, size]);
         } else {
-            b.call_memcpy(self.config, dest, source, size);
+            let next = next.unwrap_or(source);
+            b.ins().call(helper, &[dest, source, size, next]);
         }
     }
 

@@ -41,7 +41,8 @@ fn isa() -> Result<&'static OwnedTargetIsa> {
         // `lower` emits the loops already folded and hoisted; Cranelift's optimiser (`speed`)
         // made no case faster and cost 30-45 % more compile time (docs/performance.md).
         set(&mut flags, "opt_level", "none")?;
-        // Long-range relocations for the memcpy/memset libcalls, as cranelift-jit requires.
+        // Long-range relocations for the memset libcall (zero-filled large slices), as
+        // cranelift-jit requires.
         set(&mut flags, "use_colocated_libcalls", "false")?;
         set(&mut flags, "is_pic", "false")?;
         // The verifier costs compile time; it stays on in debug and test builds.
@@ -430,10 +431,13 @@ fn prefetch_copy_for_host() -> *const u8 {
 /// overlapping the one before when 128 does not divide `len`, which rewrites the same bytes),
 /// and prefetches the cache lines of `next` at the same offsets as it goes, up to
 /// [`PREFETCH_LIMIT_BYTES`]: the prefetches spread over the copy instead of queueing before it.
-/// `len` is at least 128.
+///
+/// # Safety
+/// `len` is at least 128, and `copy_chunk(at)` is sound for every `at` with `at + 128 <= len`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn copy_prefetching_next(len: usize, next: *const u8, mut copy_chunk: impl FnMut(usize)) {
+unsafe fn copy_prefetching_next(len: usize, next: *const u8, mut copy_chunk: impl FnMut(usize)) {
+    debug_assert!(len >= 128, "copy_prefetching_next of {len} bytes");
     let prefetch_end = len.min(PREFETCH_LIMIT_BYTES);
     let mut done = 0;
     while done + 128 <= len {
@@ -463,16 +467,18 @@ unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize,
     #[cfg(target_arch = "x86_64")]
     if len >= 128 {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
-        copy_prefetching_next(len, next, |at| {
+        let copy_chunk = |at: usize| {
             for lane in (0..128).step_by(16) {
-                // SAFETY: `at + 128 <= len` (see `copy_prefetching_next`) keeps both accesses
-                // within the caller's ranges; unaligned moves; SSE2 is part of x86-64.
+                // SAFETY: `at + 128 <= len` (`copy_prefetching_next`'s promise) keeps both
+                // accesses within the caller's ranges; unaligned moves; SSE2 is part of x86-64.
                 unsafe {
                     let chunk = _mm_loadu_si128(source.add(at + lane).cast::<__m128i>());
                     _mm_storeu_si128(dest.add(at + lane).cast::<__m128i>(), chunk);
                 }
             }
-        });
+        };
+        // SAFETY: `len >= 128`; `copy_chunk` is sound for every chunk within `len` (above).
+        unsafe { copy_prefetching_next(len, next, copy_chunk) };
         return;
     }
     prefetch_lines::<false>(next, len);
@@ -497,16 +503,18 @@ unsafe extern "C" fn prefetch_copy_avx(
         // SAFETY: forwarded from this function's contract.
         return unsafe { prefetch_copy(dest, source, len, next) };
     }
-    copy_prefetching_next(len, next, |at| {
+    let copy_chunk = |at: usize| {
         for lane in (0..128).step_by(32) {
-            // SAFETY: `at + 128 <= len` (see `copy_prefetching_next`) keeps both accesses
-            // within the caller's ranges; unaligned moves; the caller guarantees AVX.
+            // SAFETY: `at + 128 <= len` (`copy_prefetching_next`'s promise) keeps both
+            // accesses within the caller's ranges; unaligned moves; the caller guarantees AVX.
             unsafe {
                 let chunk = _mm256_loadu_si256(source.add(at + lane).cast::<__m256i>());
                 _mm256_storeu_si256(dest.add(at + lane).cast::<__m256i>(), chunk);
             }
         }
-    });
+    };
+    // SAFETY: `len >= 128`; `copy_chunk` is sound for every chunk within `len` (above).
+    unsafe { copy_prefetching_next(len, next, copy_chunk) };
 }
 
 /// Copies `len` bytes from `source` to `dest` with non-temporal stores (on x86-64; a plain
@@ -600,6 +608,7 @@ mod tests {
     #[test]
     fn prefetch_copy_copies_exactly_len_bytes_whatever_next_points_at() {
         type Copy = unsafe extern "C" fn(*mut u8, *const u8, usize, *const u8);
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut helpers: Vec<(&str, Copy)> = vec![("sse2", prefetch_copy)];
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx") {
