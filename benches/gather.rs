@@ -1,8 +1,9 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
 //! cold compile, a cache hit, a warm JIT call (one thread and two; for a banded GatherElements
 //! also without bands), the interpreter, a memcpy of the output's size
-//! and a fill of the output, with `Throughput::Bytes` of the output; then the copy tiers, and
-//! all those signatures compiled into a new cache one by one or with `get_all`.
+//! and a fill of the output, with `Throughput::Bytes` of the output; then the copy tiers, large
+//! rows into an output out of step with data, and all those signatures compiled into a new
+//! cache one by one or with `get_all`.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
 //! The interpreter is timed only where one call takes well under a second (it is the oracle,
@@ -104,6 +105,35 @@ fn benches(c: &mut Criterion) {
         let mut output = vec![0u8; validated.output_len() * 4];
         let kernel = Kernel::compile(&sig).expect("compiles");
         group.throughput(Throughput::Bytes(output.len() as u64));
+        group.bench_with_input(
+            BenchmarkId::from_parameter(row_bytes),
+            &row_bytes,
+            |b, _| {
+                b.iter(|| {
+                    // SAFETY: buffers sized for the signature.
+                    unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
+                        .expect("valid indices")
+                })
+            },
+        );
+    }
+    group.finish();
+
+    // Large rows with the output 16 bytes (mod 64) out of step with data, where glibc's
+    // `memcpy` (`rep movsb`) took 3.5-11x as long as in step (docs/performance.md). Its time
+    // also depends on where the allocator puts the buffers: 3 KiB rows took 92-98 µs in some
+    // processes and 22-25 µs in others, with the own copy loop and with `memcpy` alike.
+    let mut group = c.benchmark_group("copy_out_of_step");
+    for row_bytes in [3072usize, 16384] {
+        let sig = gather_jit::Signature::gather(&[2048, row_bytes / 4], &[256], 0, 0);
+        let validated = sig.validate().expect("valid");
+        let (data, indices) = random_inputs(&validated, 7);
+        let output_bytes = validated.output_len() * 4;
+        let mut buffer = vec![0u8; output_bytes + 64];
+        let step = (data.as_ptr() as usize + 16).wrapping_sub(buffer.as_ptr() as usize) % 64;
+        let output = &mut buffer[step..step + output_bytes];
+        let kernel = Kernel::compile(&sig).expect("compiles");
+        group.throughput(Throughput::Bytes(output_bytes as u64));
         group.bench_with_input(
             BenchmarkId::from_parameter(row_bytes),
             &row_bytes,
