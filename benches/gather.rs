@@ -92,46 +92,27 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     group.finish();
 }
 
-fn benches(c: &mut Criterion) {
-    for workload in performance_cases().iter().chain(&model_cases()) {
-        bench_workload(c, workload);
-    }
-    // Where the copy tiers switch: one Gather row copy per size.
-    let mut group = c.benchmark_group("copy_tier");
-    for row_bytes in [64usize, 256, 512, 1024, 4096] {
-        let sig = gather_jit::Signature::gather(&[4096, row_bytes / 4], &[1024], 0, 0);
-        let validated = sig.validate().expect("valid");
-        let (data, indices) = random_inputs(&validated, 7);
-        let mut output = vec![0u8; validated.output_len() * 4];
-        let kernel = Kernel::compile(&sig).expect("compiles");
-        group.throughput(Throughput::Bytes(output.len() as u64));
-        group.bench_with_input(
-            BenchmarkId::from_parameter(row_bytes),
-            &row_bytes,
-            |b, _| {
-                b.iter(|| {
-                    // SAFETY: buffers sized for the signature.
-                    unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr()) }
-                        .expect("valid indices")
-                })
-            },
-        );
-    }
-    group.finish();
-
-    // Large rows with the output 16 bytes (mod 64) out of step with data, where glibc's
-    // `memcpy` (`rep movsb`) took 3.5-11x as long as in step (docs/performance.md). Its time
-    // also depends on where the allocator puts the buffers: 3 KiB rows took 92-98 µs in some
-    // processes and 22-25 µs in others, with the own copy loop and with `memcpy` alike.
-    let mut group = c.benchmark_group("copy_out_of_step");
-    for row_bytes in [3072usize, 16384] {
-        let sig = gather_jit::Signature::gather(&[2048, row_bytes / 4], &[256], 0, 0);
+/// A Gather of `picks` random rows of a `rows`-row f32 table, per row size in `row_bytes`,
+/// timed in group `name`; with `out_of_step`, the output starts that many bytes (mod 64) past
+/// data.
+fn bench_row_copies(
+    c: &mut Criterion,
+    name: &str,
+    (rows, picks): (usize, usize),
+    row_bytes: &[usize],
+    out_of_step: Option<usize>,
+) {
+    let mut group = c.benchmark_group(name);
+    for &row_bytes in row_bytes {
+        let sig = gather_jit::Signature::gather(&[rows, row_bytes / 4], &[picks], 0, 0);
         let validated = sig.validate().expect("valid");
         let (data, indices) = random_inputs(&validated, 7);
         let output_bytes = validated.output_len() * 4;
         let mut buffer = vec![0u8; output_bytes + 64];
-        let step = (data.as_ptr() as usize + 16).wrapping_sub(buffer.as_ptr() as usize) % 64;
-        let output = &mut buffer[step..step + output_bytes];
+        let start = out_of_step.map_or(0, |bytes| {
+            (data.as_ptr() as usize + bytes).wrapping_sub(buffer.as_ptr() as usize) % 64
+        });
+        let output = &mut buffer[start..start + output_bytes];
         let kernel = Kernel::compile(&sig).expect("compiles");
         group.throughput(Throughput::Bytes(output_bytes as u64));
         group.bench_with_input(
@@ -147,6 +128,25 @@ fn benches(c: &mut Criterion) {
         );
     }
     group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    for workload in performance_cases().iter().chain(&model_cases()) {
+        bench_workload(c, workload);
+    }
+    // Where the copy tiers switch: one Gather row copy per size.
+    bench_row_copies(
+        c,
+        "copy_tier",
+        (4096, 1024),
+        &[64, 256, 512, 1024, 4096],
+        None,
+    );
+    // Large rows with the output 16 bytes (mod 64) out of step with data, where glibc's
+    // `memcpy` (`rep movsb`) took 3.5-11x as long as in step (docs/performance.md). Its time
+    // also depends on where the allocator puts the buffers: 3 KiB rows took 92-98 µs in some
+    // processes and 22-32 µs in others, with the own copy loop and with `memcpy` alike.
+    bench_row_copies(c, "copy_out_of_step", (2048, 256), &[3072, 16384], Some(16));
 
     // A model's gather kernels compiled when it loads: the cases and the model shapes into a
     // new cache, one `get` after another, or all at once with `get_all` (on the pool).
