@@ -91,7 +91,7 @@ impl JitCode {
         let imports = helper_imports(plan, isa, isa.frontend_config().pointer_type());
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
         builder.symbol(STREAM_COPY, stream_copy as *const u8);
-        builder.symbol(PREFETCH_COPY, prefetch_copy_for_host());
+        builder.symbol(PREFETCH_COPY, prefetch_copy_for_host() as *const u8);
         builder.symbol(PREFETCH_ROWS, prefetch_rows as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
@@ -378,13 +378,8 @@ pub(crate) unsafe fn copy_prefetching(
     len: usize,
     next: *const u8,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: forwarded from this function's contract; the host has AVX.
-        return unsafe { prefetch_copy_avx(dest, source, len, next) };
-    }
-    // SAFETY: forwarded from this function's contract.
-    unsafe { prefetch_copy(dest, source, len, next) }
+    // SAFETY: forwarded from this function's contract; the helper suits the host.
+    unsafe { prefetch_copy_for_host()(dest, source, len, next) }
 }
 
 /// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
@@ -417,14 +412,18 @@ fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_LIMIT_BYTES: usize = 4096;
 
+/// The signature of [`prefetch_copy`] and [`prefetch_copy_avx`]: `(dest, source, len, next)`.
+type PrefetchCopy = unsafe extern "C" fn(*mut u8, *const u8, usize, *const u8);
+
 /// The copy helper for slices copied with a prefetch of the next ([`prefetch_copy`] or, where
-/// the host has AVX, [`prefetch_copy_avx`]); the kernels link whichever this returns.
-fn prefetch_copy_for_host() -> *const u8 {
+/// the host has AVX, [`prefetch_copy_avx`]): the one the kernels link and
+/// [`copy_prefetching`] calls.
+fn prefetch_copy_for_host() -> PrefetchCopy {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
-        return prefetch_copy_avx as *const u8;
+        return prefetch_copy_avx;
     }
-    prefetch_copy as *const u8
+    prefetch_copy
 }
 
 /// Copies `len` bytes in 128-byte chunks, calling `copy_chunk(offset)` for each (the last one
@@ -616,9 +615,8 @@ mod tests {
     /// land, the bytes after them stay, whatever `next` points at.
     #[test]
     fn prefetch_copy_copies_exactly_len_bytes_whatever_next_points_at() {
-        type Copy = unsafe extern "C" fn(*mut u8, *const u8, usize, *const u8);
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-        let mut helpers: Vec<(&str, Copy)> = vec![("sse2", prefetch_copy)];
+        let mut helpers: Vec<(&str, PrefetchCopy)> = vec![("sse2", prefetch_copy)];
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx") {
             helpers.push(("avx", prefetch_copy_avx));
