@@ -1,9 +1,9 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
 //! cold compile, a cache hit, a warm JIT call (one thread and two; for a banded GatherElements
-//! also without bands), the interpreter, a memcpy of the output's size
-//! and a fill of the output, with `Throughput::Bytes` of the output; then the copy tiers, large
-//! rows into an output out of step with data, and all those signatures compiled into a new
-//! cache one by one or with `get_all`.
+//! also without bands), the interpreter, a memcpy of the output's size and a fill of the
+//! output (for slice copies also with streaming stores), with `Throughput::Bytes` of the
+//! output; then the copy tiers, large rows into an output out of step with data, and all
+//! those signatures compiled into a new cache one by one or with `get_all`.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
 //! The interpreter is timed only where one call takes well under a second (it is the oracle,
@@ -89,7 +89,40 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     });
     // Not zeros: this machine writes zero lines about twice as fast as other bytes.
     group.bench_function("fill", |b| b.iter(|| black_box(&mut output[..]).fill(0x5a)));
+    if kernel.plan().lookup.slice_bytes > 512 {
+        // The slice copies (S4, S5), whose target is 1.1x the fill: a fill with streaming
+        // stores, which skip reading the lines they write but then go all the way to memory.
+        group.bench_function("fill_streaming", |b| {
+            b.iter(|| fill_streaming(black_box(&mut output[..]), 0x5a))
+        });
+    }
     group.finish();
+}
+
+/// Writes `byte` over `output` with non-temporal stores (SSE2 on x86-64; a plain fill
+/// elsewhere).
+fn fill_streaming(output: &mut [u8], byte: u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_set1_epi8, _mm_sfence, _mm_stream_si128};
+        // SAFETY: every bit pattern is a valid `__m128i`, and the aligned middle part holds
+        // only whole vectors of `output`.
+        let (head, body, tail) = unsafe { output.align_to_mut::<__m128i>() };
+        head.fill(byte);
+        tail.fill(byte);
+        // SAFETY: SSE2 is part of x86-64.
+        let vector = unsafe { _mm_set1_epi8(byte as i8) };
+        for lane in body {
+            // SAFETY: `lane` is a 16-byte aligned, writable part of `output`; SSE2 is part of
+            // x86-64.
+            unsafe { _mm_stream_si128(lane, vector) };
+        }
+        // SAFETY: SSE is part of x86-64. Orders the streaming stores before whatever follows,
+        // as a kernel's own are.
+        unsafe { _mm_sfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    output.fill(byte);
 }
 
 /// A Gather of `picks` random rows of a `rows`-row f32 table, per row size in `row_bytes`,
