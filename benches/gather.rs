@@ -1,8 +1,8 @@
 //! Criterion benches: every performance case (S1..S9) and the model shapes, each timed as a
 //! cold compile, a cache hit, a warm JIT call (one thread and two; for a banded GatherElements
 //! also without bands), the interpreter, a memcpy of the output's size and a fill of the
-//! output (for slice copies also with streaming stores), with `Throughput::Bytes` of the
-//! output; then the copy tiers, large rows into an output out of step with data, and all
+//! output (for slice copies also with streaming stores, and for row gathers one `memcpy` per
+//! row as numpy does), with `Throughput::Bytes` of the output; then the copy tiers, large rows into an output out of step with data, and all
 //! those signatures compiled into a new cache one by one or with `get_all`.
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
@@ -15,7 +15,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gather_jit::interp::interpret;
 use gather_jit::workloads::{Workload, model_cases, performance_cases, random_inputs};
-use gather_jit::{Kernel, KernelCache, Tuning};
+use gather_jit::{IndexType, Kernel, KernelCache, Tuning};
 
 /// Interpreter runs are skipped above this many output elements (S4 has 48M: minutes).
 const INTERPRETER_LIMIT: usize = 4_000_000;
@@ -89,7 +89,28 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     });
     // Not zeros: this machine writes zero lines about twice as fast as other bytes.
     group.bench_function("fill", |b| b.iter(|| black_box(&mut output[..]).fill(0x5a)));
-    if kernel.plan().lookup.slice_bytes > 512 {
+    let slice_bytes = kernel.plan().lookup.slice_bytes as usize;
+    let rows_gather = gather_jit::Op::Gather {
+        axis: 0,
+        batch_dims: 0,
+    };
+    if sig.op == rows_gather && sig.index_type == IndexType::I64 && slice_bytes > 512 {
+        // What numpy's `take` and a generic runtime do for a row gather (S5, the GPT-2
+        // embedding): one `memcpy` per row, in index order.
+        group.bench_function("row_memcpy", |b| {
+            b.iter(|| {
+                let rows = indices
+                    .chunks_exact(8)
+                    .zip(output.chunks_exact_mut(slice_bytes));
+                for (index, row) in rows {
+                    let index = i64::from_le_bytes(index.try_into().expect("8 bytes"));
+                    let at = index as usize * slice_bytes;
+                    row.copy_from_slice(&data[at..at + slice_bytes]);
+                }
+            })
+        });
+    }
+    if slice_bytes > 512 {
         // The slice copies (S4, S5), whose target is 1.1x the fill: a fill with streaming
         // stores, which skip reading the lines they write but then go all the way to memory.
         group.bench_function("fill_streaming", |b| {
