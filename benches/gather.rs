@@ -96,14 +96,15 @@ fn bench_workload(c: &mut Criterion, workload: &Workload) {
     };
     if sig.op == rows_gather && sig.index_type == IndexType::I64 && slice_bytes > 512 {
         // What numpy's `take` and a generic runtime do for a row gather (S5, the GPT-2
-        // embedding): one `memcpy` per row, in index order.
+        // embedding): one `memcpy` per row, in index order (`random_inputs` draws indices from
+        // `0..rows`, native-endian).
         group.bench_function("row_memcpy", |b| {
             b.iter(|| {
                 let rows = indices
                     .chunks_exact(8)
                     .zip(output.chunks_exact_mut(slice_bytes));
                 for (index, row) in rows {
-                    let index = i64::from_le_bytes(index.try_into().expect("8 bytes"));
+                    let index = i64::from_ne_bytes(index.try_into().expect("8 bytes"));
                     let at = index as usize * slice_bytes;
                     row.copy_from_slice(&data[at..at + slice_bytes]);
                 }
