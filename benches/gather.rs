@@ -4,7 +4,8 @@
 //! output (for slice copies also with streaming stores, and for row gathers one `memcpy` per
 //! row as numpy does), with `Throughput::Bytes` of the output; then the copy tiers, large rows
 //! into an output out of step with data, and all those signatures compiled into a new cache
-//! one by one or with `get_all`.
+//! one by one or with `get_all`; and the slowest compiles the rank limit allows
+//! (`compile/deepest`).
 //!
 //! `cargo bench --bench gather` runs all; `cargo bench --bench gather -- S5/` runs one case.
 //! The interpreter is timed only where one call takes well under a second (it is the oracle,
@@ -16,7 +17,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gather_jit::interp::interpret;
 use gather_jit::workloads::{Workload, model_cases, performance_cases, random_inputs};
-use gather_jit::{IndexType, Kernel, KernelCache, Tuning};
+use gather_jit::{DType, IndexType, Kernel, KernelCache, MAX_RANK, Signature, Tuning};
 
 /// Interpreter runs are skipped above this many output elements (S4 has 48M: minutes).
 const INTERPRETER_LIMIT: usize = 4_000_000;
@@ -227,6 +228,36 @@ fn benches(c: &mut Criterion) {
     group.bench_function("get_all", |b| {
         b.iter(|| black_box(KernelCache::new(64).get_all(&signatures)))
     });
+    group.finish();
+
+    // The slowest compiles the rank limit (`MAX_RANK`) allows: GatherND tuples of the greatest
+    // depth, where every coordinate is a check in the code (dims of 2, which never merge),
+    // and the deepest loop nests (Gather with inputs whose ranks reach the output's limit).
+    let deepest = [
+        (
+            "gather_nd_depth_62",
+            Signature::gather_nd(&[2; MAX_RANK - 2], &[3, MAX_RANK - 2], 0).with_dtype(DType::U8),
+        ),
+        (
+            "gather_nd_depth_64",
+            Signature::gather_nd(&[1; MAX_RANK], &[3, MAX_RANK], 0).with_dtype(DType::U8),
+        ),
+        (
+            "gather_nd_batch_31_depth_31",
+            Signature::gather_nd(&[2; 62], &[[2; 31].as_slice(), &[1, 31]].concat(), 31)
+                .with_dtype(DType::U8),
+        ),
+        (
+            "gather_rank_61_output",
+            Signature::gather(&[2; 31], &[2; 31], 15, 0).with_dtype(DType::U8),
+        ),
+    ];
+    let mut group = c.benchmark_group("compile/deepest");
+    for (name, signature) in &deepest {
+        group.bench_function(*name, |b| {
+            b.iter(|| Kernel::compile(black_box(signature)).expect("compiles"))
+        });
+    }
     group.finish();
 }
 

@@ -56,22 +56,48 @@ struct Entries {
     evictions: u64,
 }
 
-/// The hit counters of the thread views of one cache.
+/// The part of a thread's view that its cache holds too: the cache counts its hits, and
+/// empties it when the cache is dropped, since the thread may never make another request
+/// that would drop it.
 #[derive(Default)]
-struct ViewHits {
-    /// One per live view, each written only by its thread.
-    live: Vec<Arc<AtomicU64>>,
+struct SharedView {
+    /// Hits answered from this view, written only by its thread.
+    hits: AtomicU64,
+    /// Locked only by the view's thread, except in the cache's `drop`, when no thread can
+    /// be inside a request to the cache: never contended.
+    kernels: Mutex<Remembrance>,
+}
+
+impl SharedView {
+    fn kernels(&self) -> MutexGuard<'_, Remembrance> {
+        // Each update of a `Remembrance` leaves it consistent, so a poisoned lock (a panic
+        // in `with`'s closure) is still usable.
+        self.kernels.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the kernels (and frees the memory that held them).
+    fn empty(&self) {
+        let emptied = std::mem::take(&mut *self.kernels());
+        drop(emptied);
+    }
+}
+
+/// The thread views of one cache, as the cache holds them.
+#[derive(Default)]
+struct ViewRegistry {
+    /// One per live view.
+    live: Vec<Arc<SharedView>>,
     /// The hits of views whose thread has dropped them.
     retired: u64,
 }
 
-impl ViewHits {
-    fn total(&self) -> u64 {
+impl ViewRegistry {
+    fn total_hits(&self) -> u64 {
         self.retired
             + self
                 .live
                 .iter()
-                .map(|h| h.load(Ordering::Relaxed))
+                .map(|view| view.hits.load(Ordering::Relaxed))
                 .sum::<u64>()
     }
 
@@ -80,10 +106,10 @@ impl ViewHits {
     fn sweep(&mut self) {
         let (dropped, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.live)
             .into_iter()
-            .partition(|h| Arc::strong_count(h) == 1);
+            .partition(|view| Arc::strong_count(view) == 1);
         self.retired += dropped
             .iter()
-            .map(|h| h.load(Ordering::Relaxed))
+            .map(|view| view.hits.load(Ordering::Relaxed))
             .sum::<u64>();
         self.live = live;
     }
@@ -94,9 +120,15 @@ impl ViewHits {
 struct ThreadView {
     cache: u64,
     generation: u64,
-    kernels: Remembrance,
-    /// Hits answered from this view; registered in the cache's [`ViewHits`].
-    hits: Arc<AtomicU64>,
+    /// Registered in the cache's [`ViewRegistry`].
+    shared: Arc<SharedView>,
+}
+
+impl Drop for ThreadView {
+    /// The registry holds the shared part until its next sweep: the kernels go now.
+    fn drop(&mut self) {
+        self.shared.empty();
+    }
 }
 
 /// The kernels of a [`ThreadView`] by signature. While requests repeat one signature (a
@@ -221,7 +253,7 @@ pub struct KernelCache {
     /// the entry used. A hit through a thread view stamps `clock + 1`: later than every
     /// locked request before it, so eviction stays least-recently-used at that grain.
     clock: AtomicU64,
-    view_hits: Mutex<ViewHits>,
+    views: Mutex<ViewRegistry>,
 }
 
 impl std::fmt::Debug for KernelCache {
@@ -255,7 +287,7 @@ impl KernelCache {
             compile_nanos: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             clock: AtomicU64::new(0),
-            view_hits: Mutex::new(ViewHits::default()),
+            views: Mutex::new(ViewRegistry::default()),
         }
     }
 
@@ -411,8 +443,9 @@ impl KernelCache {
                     drop(stale);
                     return None;
                 }
-                let view = &mut views[at];
-                let remembered = view.kernels.get(signature)?;
+                let view = &*views[at].shared;
+                let mut kernels = view.kernels();
+                let remembered = kernels.get(signature)?;
                 let stamp = self.clock.load(Ordering::Relaxed) + 1;
                 if remembered.last_used.load(Ordering::Relaxed) < stamp {
                     remembered.last_used.store(stamp, Ordering::Relaxed);
@@ -451,32 +484,32 @@ impl KernelCache {
             let at = match views.iter().position(|view| view.cache == self.id) {
                 Some(at) => at,
                 None => {
-                    // Views of dropped caches: their registry (the only other holder of
-                    // `hits`) is gone.
-                    views.retain(|view| Arc::strong_count(&view.hits) > 1);
-                    let hits = Arc::new(AtomicU64::new(0));
-                    let mut registry = self.view_hits.lock().unwrap_or_else(|p| p.into_inner());
+                    // Views of dropped caches (already emptied): their registry, the only
+                    // other holder of the shared part, is gone.
+                    views.retain(|view| Arc::strong_count(&view.shared) > 1);
+                    let shared = Arc::new(SharedView::default());
+                    let mut registry = self.registry();
                     registry.sweep();
-                    registry.live.push(Arc::clone(&hits));
+                    registry.live.push(Arc::clone(&shared));
                     drop(registry);
                     views.push(ThreadView {
                         cache: self.id,
                         generation,
-                        kernels: Remembrance::default(),
-                        hits,
+                        shared,
                     });
                     views.len() - 1
                 }
             };
             let view = &mut views[at];
-            if generation != view.generation || view.kernels.len() >= self.capacity {
+            let mut kernels = view.shared.kernels();
+            if generation != view.generation || kernels.len() >= self.capacity {
                 if generation < view.generation {
                     return;
                 }
-                view.kernels.clear();
+                kernels.clear();
                 view.generation = generation;
             }
-            view.kernels.insert(
+            kernels.insert(
                 signature,
                 Remembered {
                     kernel: Arc::clone(&kernel),
@@ -522,11 +555,7 @@ impl KernelCache {
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let entries = self.lock();
-        let view_hits = self
-            .view_hits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .total();
+        let view_hits = self.registry().total_hits();
         CacheStats {
             hits: entries.hits + view_hits,
             misses: entries.misses,
@@ -563,6 +592,11 @@ impl KernelCache {
         });
     }
 
+    fn registry(&self) -> MutexGuard<'_, ViewRegistry> {
+        // Each update of the registry leaves it consistent: a poisoned lock is still usable.
+        self.views.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Entries> {
         // A panic while holding the lock cannot leave the map inconsistent (each update is a
         // single insert or remove), so a poisoned lock is still usable.
@@ -580,6 +614,19 @@ impl KernelCache {
             entries.map.remove(&key);
             entries.evictions += 1;
             self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for KernelCache {
+    /// Empties every thread's view of this cache, so that its kernels go now unless a caller
+    /// holds them: a thread that never makes another request would otherwise keep its view.
+    /// No thread is inside a request to this cache (each holds `&self`), and none will make
+    /// another, so the views' locks are free.
+    fn drop(&mut self) {
+        let registry = self.views.get_mut().unwrap_or_else(|p| p.into_inner());
+        for view in &registry.live {
+            view.empty();
         }
     }
 }

@@ -44,6 +44,18 @@ pub enum Error {
         /// The minimum rank.
         min: usize,
     },
+    /// A tensor has more dims than [`MAX_RANK`](crate::ir::MAX_RANK).
+    #[error("{op}: {input} has rank {rank}, but at most {max} is supported")]
+    RankTooLarge {
+        /// The operator.
+        op: OpName,
+        /// `data`, `indices` or `output`.
+        input: &'static str,
+        /// The rank given (or inferred, for the output).
+        rank: usize,
+        /// The maximum rank.
+        max: usize,
+    },
     /// `axis` outside `[-rank, rank-1]`.
     #[error("{op}: axis {axis} is out of range for data of rank {rank} (allowed -{rank}..={max})", max = *rank as i64 - 1)]
     AxisOutOfRange {
@@ -185,9 +197,11 @@ pub enum Error {
         /// The array's type.
         actual: IndexType,
     },
-    /// The output could not be allocated.
-    #[error("output of {bytes} bytes could not be allocated")]
-    OutputAllocation {
+    /// A buffer whose size comes from the signature could not be allocated.
+    #[error("could not allocate {bytes} bytes for {what}")]
+    Allocation {
+        /// What the buffer was for (`the output`, `a contiguous copy of data`, ...).
+        what: &'static str,
         /// Requested size.
         bytes: usize,
     },
@@ -204,6 +218,7 @@ impl Error {
             Error::FlavorMismatch { .. } => "flavor mismatch",
             Error::UnsupportedAttribute { .. } => "unsupported attribute",
             Error::RankTooSmall { .. } => "rank too small",
+            Error::RankTooLarge { .. } => "rank too large",
             Error::AxisOutOfRange { .. } => "axis out of range",
             Error::BatchDimsOutOfRange { .. } | Error::BatchDimsExceedAxis { .. } => {
                 "batch dims out of range"
@@ -216,7 +231,7 @@ impl Error {
             Error::IndexOutOfRange { .. } => "index out of bounds",
             Error::BufferMismatch { .. } => "buffer mismatch",
             Error::DTypeMismatch { .. } | Error::IndexTypeMismatch { .. } => "type mismatch",
-            Error::OutputAllocation { .. } => "allocation failed",
+            Error::Allocation { .. } => "allocation failed",
             Error::Codegen(_) => "codegen",
         }
     }

@@ -16,7 +16,8 @@ use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated, unravel};
 ///
 /// # Errors
 /// [`Error::BufferMismatch`] if a buffer's length does not match its shape and type;
-/// [`Error::IndexOutOfRange`] for the first bad index when the policy reports them.
+/// [`Error::IndexOutOfRange`] for the first bad index when the policy reports them;
+/// [`Error::Allocation`] if the output cannot be allocated.
 pub fn interpret(signature: &Validated, data: &[u8], indices: &[u8]) -> Result<Vec<u8>> {
     let sig = signature.signature();
     let element = sig.dtype.size();
@@ -29,7 +30,15 @@ pub fn interpret(signature: &Validated, data: &[u8], indices: &[u8]) -> Result<V
     check_indices(signature, indices)?;
 
     let out_shape = signature.output_shape();
-    let mut out = vec![0u8; signature.output_len() * element];
+    let out_bytes = signature.output_len() * element;
+    let mut out = Vec::new();
+    // A valid signature's output may be larger than memory: an error, not an abort.
+    out.try_reserve_exact(out_bytes)
+        .map_err(|_| Error::Allocation {
+            what: "the output",
+            bytes: out_bytes,
+        })?;
+    out.resize(out_bytes, 0);
     let data_shape = &sig.data_shape;
     let indices_shape = &sig.indices_shape;
     let policy = sig.policy;

@@ -1,5 +1,6 @@
 //! [`Kernel`]: a compiled gather, its raw-pointer entry point and the safe APIs over it.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -78,19 +79,68 @@ unsafe fn pack_band(source: *const u8, band: Band, scratch: &mut Vec<u128>) -> *
 }
 
 /// A Rust type that can be the element type of `data` (the gathered values).
-pub trait Element: Copy + Default + 'static {
+///
+/// # Safety
+/// [`Kernel::run`] hands `Self`'s memory to machine code that reads and writes it as
+/// `Self::DTYPE`, and returns the bytes it wrote as values of `Self`. An implementation
+/// promises that:
+/// - `size_of::<Self>() == Self::DTYPE.size()`, and `Self` has no padding (kernels read
+///   every byte);
+/// - all zero bytes are a valid `Self` (kernels zero-fill the slices of rejected indices
+///   under [`OutOfRange::Zero`]), and so is a byte-wise copy of a valid `Self` (every
+///   other output element is one, of an element of data).
+///
+/// The crate implements it for the primitive types of every [`DType`]. A type of your own
+/// needs `unsafe impl`, so a safe crate cannot make a 1-byte type claim `F64`:
+/// ```compile_fail,E0200
+/// #[derive(Clone, Copy, Default)]
+/// struct Tiny(u8);
+/// impl gather_jit::Element for Tiny {
+///     const DTYPE: gather_jit::DType = gather_jit::DType::F64;
+/// }
+/// ```
+/// With `unsafe impl` (and the promises above kept), it compiles:
+/// ```
+/// #[derive(Clone, Copy, Default)]
+/// #[repr(transparent)]
+/// struct Meters(f64);
+/// // SAFETY: `Meters` is an `f64`: 8 bytes, no padding, all zeros is 0.0.
+/// unsafe impl gather_jit::Element for Meters {
+///     const DTYPE: gather_jit::DType = gather_jit::DType::F64;
+/// }
+/// ```
+pub unsafe trait Element: Copy + Default + 'static {
     /// The IR element type of `Self`.
     const DTYPE: DType;
 }
 
 /// A Rust integer type that can be the element type of `indices`.
-pub trait IndexElement: Copy + 'static {
+///
+/// # Safety
+/// Kernels read `Self`'s memory as `Self::INDEX_TYPE`: an implementation promises that
+/// `size_of::<Self>() == Self::INDEX_TYPE.size()` and that `Self` has no padding (every
+/// byte is initialised).
+///
+/// The crate implements it for the primitive integers of every [`IndexType`]. A type of
+/// your own needs `unsafe impl`, so a safe crate cannot make a 1-byte type claim `U64`:
+/// ```compile_fail,E0200
+/// #[derive(Clone, Copy)]
+/// struct Narrow(u8);
+/// impl gather_jit::IndexElement for Narrow {
+///     const INDEX_TYPE: gather_jit::IndexType = gather_jit::IndexType::U64;
+/// }
+/// ```
+pub unsafe trait IndexElement: Copy + 'static {
     /// The IR index type of `Self`.
     const INDEX_TYPE: IndexType;
 }
 
 macro_rules! elements {
-    ($($t:ty => $d:ident),* $(,)?) => { $(impl Element for $t { const DTYPE: DType = DType::$d; })* };
+    ($($t:ty => $d:ident),* $(,)?) => {
+        // SAFETY: each is a primitive of exactly its dtype's size, without padding, for which
+        // all zero bytes are a valid value (`false` for `bool`, 0 or +0.0 for the rest).
+        $(unsafe impl Element for $t { const DTYPE: DType = DType::$d; })*
+    };
 }
 elements!(
     f32 => F32, f64 => F64, i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32,
@@ -99,7 +149,8 @@ elements!(
 
 macro_rules! index_elements {
     ($($t:ty => $d:ident),* $(,)?) => {
-        $(impl IndexElement for $t { const INDEX_TYPE: IndexType = IndexType::$d; })*
+        // SAFETY: each is a primitive integer of exactly its index type's size, no padding.
+        $(unsafe impl IndexElement for $t { const INDEX_TYPE: IndexType = IndexType::$d; })*
     };
 }
 index_elements!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32, i64 => I64, u64 => U64);
@@ -667,13 +718,16 @@ impl Kernel {
 
     /// Runs the gather on ndarray views of any layout and returns a new array.
     ///
-    /// Views that are not C-contiguous are copied into standard layout first. Large outputs
-    /// are split across the cores (see [`Kernel::call_parallel`]).
+    /// C-contiguous views are read in place; others (strided, reversed, broadcast) are
+    /// copied into standard layout first. Large outputs are split across the cores (see
+    /// [`Kernel::call_parallel`]).
     ///
     /// # Errors
     /// [`Error::DTypeMismatch`] / [`Error::IndexTypeMismatch`] if `T` or `I` is not the
     /// signature's type, [`Error::BufferMismatch`] if a shape differs from the signature's,
-    /// [`Error::OutputAllocation`] if the output cannot be allocated, and the index errors of
+    /// [`Error::Allocation`] if the output or a copy of a non-contiguous view cannot be
+    /// allocated (a broadcast view can stand for far more elements than memory holds), and
+    /// the index errors of
     /// [`Kernel::call`].
     pub fn run<T: Element, I: IndexElement, D1: Dimension, D2: Dimension>(
         &self,
@@ -696,27 +750,34 @@ impl Kernel {
         }
         check_shape("data", data.shape(), &sig.data_shape)?;
         check_shape("indices", indices.shape(), &sig.indices_shape)?;
-        let data = data.as_standard_layout();
-        let indices = indices.as_standard_layout();
+        // Both hold for the crate's own impls; an `unsafe impl` that breaks its promise is
+        // caught here rather than by reading past a buffer.
+        if size_of::<T>() != sig.dtype.size() || size_of::<I>() != sig.index_type.size() {
+            return Err(Error::BufferMismatch {
+                what: "element type",
+                expected: format!("{} and {} bytes", sig.dtype.size(), sig.index_type.size()),
+                actual: format!("{} and {} bytes", size_of::<T>(), size_of::<I>()),
+            });
+        }
+        let data = contiguous("a contiguous copy of data", &data)?;
+        let indices = contiguous("a contiguous copy of indices", &indices)?;
         let len = self.validated.output_len();
         let mut output: Vec<T> = Vec::new();
         output
             .try_reserve_exact(len)
-            .map_err(|_| Error::OutputAllocation {
+            .map_err(|_| Error::Allocation {
+                what: "the output",
                 bytes: self.plan.output_bytes as usize,
             })?;
-        // `as_standard_layout` guarantees contiguous slices; they cannot be absent.
-        let (Some(data), Some(indices)) = (data.as_slice(), indices.as_slice()) else {
-            unreachable!("standard layout arrays are contiguous")
-        };
         // The output is not filled first: a successful call writes every byte of it (each
         // output slice belongs to exactly one lookup, copied or zero-filled), so a fill would
         // only write the whole output twice.
-        // SAFETY: `data` and `indices` are contiguous with the signature's shapes and types
-        // (checked above); `output` has capacity for `output_len` elements of the signature's
-        // type, and is a fresh allocation, so it overlaps neither input. After `Ok`, all
-        // `len` elements are initialised with values copied from `data` (valid `T`s) or
-        // zero bytes (a valid value of every `Element` type), so `set_len` is sound.
+        // SAFETY: `data` and `indices` are contiguous with the signature's shapes, and their
+        // element sizes are the signature's (checked above); `output` has capacity for
+        // `output_len` elements of that size, and is a fresh allocation, so it overlaps
+        // neither input. After `Ok`, all `len` elements are initialised with byte copies of
+        // elements of `data` or zero bytes, both valid `T`s by `Element`'s contract, so
+        // `set_len` is sound.
         unsafe {
             self.call_parallel(
                 data.as_ptr().cast(),
@@ -734,6 +795,26 @@ impl Kernel {
             }
         })
     }
+}
+
+/// `view`'s elements in row-major order: the view's own memory if it is C-contiguous, else a
+/// copy in a fallibly allocated buffer (`what` names it in the error).
+fn contiguous<'a, T: Copy, D: Dimension>(
+    what: &'static str,
+    view: &ArrayView<'a, T, D>,
+) -> Result<Cow<'a, [T]>> {
+    if let Some(slice) = view.to_slice() {
+        return Ok(Cow::Borrowed(slice));
+    }
+    let mut copy = Vec::new();
+    copy.try_reserve_exact(view.len())
+        .map_err(|_| Error::Allocation {
+            what,
+            // The shape was checked against a validated signature: its byte size fits.
+            bytes: view.len() * size_of::<T>(),
+        })?;
+    copy.extend(view.iter().copied());
+    Ok(Cow::Owned(copy))
 }
 
 fn check_len(what: &'static str, actual: usize, expected: u64) -> Result<()> {

@@ -51,8 +51,8 @@ pub struct ReadmeDoctests;
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};
 pub use ir::{
-    DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OpName, OutOfRange, ResolvedOp,
-    Signature, Validated,
+    DType, Flavor, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, Op, OpName, OutOfRange,
+    ResolvedOp, Signature, Validated,
 };
 pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
 pub use pool::{DEFAULT_WORKER_SPIN, set_worker_spin, worker_spin};

@@ -151,7 +151,7 @@ fn huge_stride_in_a_short_unrolled_loop_compiles() {
 }
 
 /// An output that validates (under `isize::MAX` bytes) but that no allocator can provide:
-/// `Kernel::run` returns `OutputAllocation`, it does not abort. Here 2^49 bytes (512 TiB,
+/// `Kernel::run` returns `Allocation`, it does not abort. Here 2^49 bytes (512 TiB,
 /// beyond the 47-bit user address space of x86-64 Linux, whatever the overcommit setting)
 /// from 32 MiB of data and 16 MiB of indices.
 #[test]
@@ -169,7 +169,13 @@ fn output_too_large_to_allocate_is_an_error() {
     let data = Array::<f64, _>::zeros(IxDyn(&sig.data_shape));
     let indices = Array::<u8, _>::zeros(IxDyn(&sig.indices_shape));
     let err = kernel.run(data.view(), indices.view()).unwrap_err();
-    assert_eq!(err, Error::OutputAllocation { bytes: 1 << 49 });
+    assert_eq!(
+        err,
+        Error::Allocation {
+            what: "the output",
+            bytes: 1 << 49
+        }
+    );
     assert_eq!(err.category(), "allocation failed");
 }
 

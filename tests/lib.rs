@@ -9,4 +9,5 @@ mod jit;
 mod jit_props;
 mod reliability;
 mod seeds;
+mod soundness;
 mod util;

@@ -13,7 +13,9 @@
 //! 3. The raw `Kernel::call_range`, on buffers at odd addresses, split in two ranges at a
 //!    point chosen by the input, gives the same result.
 //! 4. `Kernel::run_bytes_parallel` with 1 to 4 threads gives the same result.
-//! 5. The typed `Kernel::run` on ndarray arrays (C or Fortran order) gives the same result.
+//! 5. The typed `Kernel::run` on ndarray views (C or Fortran order, reversed, strided, or
+//!    broadcast data or indices) gives the same result as the interpreter on the bytes the
+//!    view stands for.
 //! 6. After an index error the output holds the correct prefix and the caller's bytes after
 //!    it (the documented partial-write contract of `call_range`), for 2 and 3.
 //! 7. The plan does no more lookups than output elements or indices (no wasted walks).
@@ -23,13 +25,21 @@
 //! 8. In fuzzing builds only (`cfg(fuzzing)`, set by cargo-fuzz): `Kernel::call` on buffers
 //!    that each end right before an inaccessible page, so that any read or write past the end
 //!    of an input or of the output crashes.
+//! 10. For one case in four, the kernel comes from a `KernelCache` too (a miss, a hit and a
+//!     lent hit), is run after the cache is dropped, and must then be held by the caller
+//!     alone: a dropped cache keeps nothing alive.
+//!
+//! Ranks reach past [`MAX_RANK`] (a structured rank byte of `0xF6` or more gives ranks
+//! 60..=69 of mostly unit dims, so GatherND index tuples up to the limit's depth run).
 
 use gather_jit::interp::interpret;
+use std::sync::Arc;
+
 use gather_jit::{
-    DType, Element, Error, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, NegativeIndices,
-    Op, OutOfRange, Signature, Tuning,
+    DType, Element, Error, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, KernelCache,
+    MAX_RANK, NegativeIndices, Op, OutOfRange, Signature, Tuning,
 };
-use ndarray::{ArrayD, ArrayViewD, IxDyn, ShapeBuilder};
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 
 /// Cases whose tensors are bigger than this (elements) are compiled but not run, to keep the
 /// interpreter (one allocation per element) fast.
@@ -62,6 +72,27 @@ pub struct Case {
     /// Whether the typed API gets Fortran-order (non-contiguous) arrays.
     pub fortran: bool,
 }
+
+/// How the typed API's views of data and indices are laid out: chosen by the case's
+/// `fortran` flag and `split` (so that the input format, and the kept corpus, stay as
+/// they were).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViewKind {
+    /// Both C-contiguous (`fortran == false`) or both Fortran order.
+    Plain,
+    /// Data with its axis `k` reversed (a negative stride).
+    ReversedData(usize),
+    /// Indices that are every other element of a twice-as-long axis `k`.
+    StridedIndices(usize),
+    /// Data broadcast along axis `k` (stride 0): the bytes it stands for repeat its first
+    /// entry along that axis.
+    BroadcastData(usize),
+    /// Indices broadcast along axis `k`.
+    BroadcastIndices(usize),
+}
+
+/// Deep ranks: a structured rank byte at or above this gives rank `60 + (byte - DEEP)`.
+const DEEP: u8 = 0xF6;
 
 /// Reads the input byte by byte; past its end every read is 0.
 struct Reader<'a> {
@@ -176,8 +207,19 @@ pub fn runnable(validated: &gather_jit::Validated) -> bool {
 /// A signature built to be valid for most flavors (shapes derived from one another, the
 /// attributes in range), so that most fuzzing time goes to code generation.
 fn structured_op(kind: u8, flavor_byte: u8, r: &mut Reader<'_>) -> (Op, Vec<usize>, Vec<usize>) {
-    let rank = 1 + usize::from(r.byte() % 6);
-    let data: Vec<usize> = (0..rank).map(|_| r.small_dim()).collect();
+    let rank_byte = r.byte();
+    let deep = rank_byte >= DEEP;
+    let rank = match deep {
+        // Around the rank limit, with dims of 1 but for a few 2s and 3s: small tensors.
+        true => MAX_RANK - 4 + usize::from(rank_byte - DEEP),
+        false => 1 + usize::from(rank_byte % 6),
+    };
+    let data: Vec<usize> = (0..rank)
+        .map(|_| match deep {
+            true => [1, 1, 1, 1, 1, 1, 2, 3][usize::from(r.byte() % 8)],
+            false => r.small_dim(),
+        })
+        .collect();
     let pick = usize::from(r.byte());
     let negative_attributes = r.byte() & 1 == 1;
     match kind {
@@ -369,6 +411,20 @@ impl Case {
         Tuning::bands_always(64 + u64::from(self.split) * 37)
     }
 
+    /// The layout of the typed API's views (see [`ViewKind`]).
+    pub fn view_kind(&self) -> ViewKind {
+        let data_rank = self.signature.data_shape.len().max(1);
+        let indices_rank = self.signature.indices_shape.len().max(1);
+        let axis = usize::from(self.split >> 3);
+        match (self.fortran, self.split % 4) {
+            (_, 0 | 1) => ViewKind::Plain,
+            (false, 2) => ViewKind::ReversedData(axis % data_rank),
+            (false, _) => ViewKind::BroadcastData(axis % data_rank),
+            (true, 2) => ViewKind::StridedIndices(axis % indices_rank),
+            (true, _) => ViewKind::BroadcastIndices(axis % indices_rank),
+        }
+    }
+
     /// Runs every path and asserts they agree with the interpreter.
     pub fn check(&self) {
         let sig = &self.signature;
@@ -409,10 +465,27 @@ impl Case {
 
         self.check_raw_paths(&kernel, &expected, output_len);
 
-        // The typed ndarray API (it returns no output on an error).
-        match typed_run(&kernel, &self.data, &self.indices, self.fortran) {
-            Ok(output) => self.compare("run", &expected, Ok(()), Some(&output)),
-            Err(e) => self.compare("run", &expected, Err(e), None),
+        // The typed ndarray API on views of the case's layout (it returns no output on an
+        // error); a broadcast view stands for other bytes, which the interpreter gets too.
+        let view = self.view_kind();
+        let (data, indices) = broadcast_bytes(sig, &self.data, &self.indices, view);
+        let view_expected = match (&data, &indices) {
+            (None, None) => None,
+            _ => Some(interpret(
+                &validated,
+                data.as_deref().unwrap_or(&self.data),
+                indices.as_deref().unwrap_or(&self.indices),
+            )),
+        };
+        let run_expected = view_expected.as_ref().unwrap_or(&expected);
+        let path = format!("run ({view:?}, fortran {})", self.fortran);
+        match typed_run(&kernel, &self.data, &self.indices, self.fortran, view) {
+            Ok(output) => self.compare(&path, run_expected, Ok(()), Some(&output)),
+            Err(e) => self.compare(&path, run_expected, Err(e), None),
+        }
+
+        if self.split % 4 == 3 {
+            self.check_dropped_cache(&expected, output_len);
         }
 
         // The same signature banded (a GatherElements gathered band of columns by band, which
@@ -422,6 +495,39 @@ impl Case {
         if banded.plan().band.is_some() {
             self.check_raw_paths(&banded, &expected, output_len);
         }
+    }
+
+    /// Gets the kernel from a new cache (a miss, a hit and a lent hit), drops the cache, and
+    /// checks that the caller's handle is then the kernel's only holder and still runs right.
+    fn check_dropped_cache(&self, expected: &gather_jit::Result<Vec<u8>>, output_len: usize) {
+        let cache = KernelCache::new(4);
+        let kernel = cache
+            .get(&self.signature)
+            .unwrap_or_else(|e| panic!("a valid signature must compile: {e}\n{}", self.replay()));
+        let again = cache.get(&self.signature).expect("cached");
+        assert!(
+            Arc::ptr_eq(&kernel, &again),
+            "a hit returns the same kernel"
+        );
+        drop(again);
+        let lent = cache.with(&self.signature, |k| std::ptr::eq(k, &*kernel));
+        assert_eq!(lent, Ok(true), "a lent hit is the same kernel");
+        drop(cache);
+        assert_eq!(
+            Arc::strong_count(&kernel),
+            1,
+            "a dropped cache still holds the kernel\n{}",
+            self.replay()
+        );
+        let mut output = vec![SENTINEL; output_len];
+        let actual = kernel.run_bytes(&self.data, &self.indices, &mut output);
+        let output = actual.is_ok().then_some(&output[..]);
+        self.compare(
+            "run_bytes after the cache was dropped",
+            expected,
+            actual,
+            output,
+        );
     }
 
     /// Runs `kernel` through `run_bytes`, two `call_range`s on misaligned copies,
@@ -674,24 +780,70 @@ impl FromBytes for bool {
     }
 }
 
-/// `Kernel::run` with the Rust types of the kernel's signature, returning the output bytes.
+/// The bytes that data and indices stand for under a broadcast view (`None`: unchanged):
+/// each entry along the broadcast axis repeats the first.
+fn broadcast_bytes(
+    sig: &Signature,
+    data: &[u8],
+    indices: &[u8],
+    view: ViewKind,
+) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    match view {
+        ViewKind::BroadcastData(axis) if sig.data_shape.get(axis).is_some_and(|&d| d > 0) => (
+            Some(repeat_first(data, &sig.data_shape, axis, sig.dtype.size())),
+            None,
+        ),
+        ViewKind::BroadcastIndices(axis) if sig.indices_shape.get(axis).is_some_and(|&d| d > 0) => {
+            (
+                None,
+                Some(repeat_first(
+                    indices,
+                    &sig.indices_shape,
+                    axis,
+                    sig.index_type.size(),
+                )),
+            )
+        }
+        _ => (None, None),
+    }
+}
+
+/// `bytes` (row-major elements of `size` bytes, of `shape`) with every entry along `axis`
+/// replaced by the first.
+fn repeat_first(bytes: &[u8], shape: &[usize], axis: usize, size: usize) -> Vec<u8> {
+    let inner: usize = shape[axis + 1..].iter().product::<usize>() * size;
+    let outer: usize = shape[..axis].iter().product();
+    let block = inner * shape[axis];
+    let mut out = bytes.to_vec();
+    for o in 0..outer {
+        let first = o * block;
+        for k in 1..shape[axis] {
+            out.copy_within(first..first + inner, first + k * inner);
+        }
+    }
+    out
+}
+
+/// `Kernel::run` with the Rust types of the kernel's signature, on views laid out as `view`
+/// says, returning the output bytes.
 pub fn typed_run(
     kernel: &Kernel,
     data: &[u8],
     indices: &[u8],
     fortran: bool,
+    view: ViewKind,
 ) -> gather_jit::Result<Vec<u8>> {
     macro_rules! by_index {
         ($t:ty) => {
             match kernel.signature().index_type {
-                IndexType::I8 => run_as::<$t, i8>(kernel, data, indices, fortran),
-                IndexType::U8 => run_as::<$t, u8>(kernel, data, indices, fortran),
-                IndexType::I16 => run_as::<$t, i16>(kernel, data, indices, fortran),
-                IndexType::U16 => run_as::<$t, u16>(kernel, data, indices, fortran),
-                IndexType::I32 => run_as::<$t, i32>(kernel, data, indices, fortran),
-                IndexType::U32 => run_as::<$t, u32>(kernel, data, indices, fortran),
-                IndexType::I64 => run_as::<$t, i64>(kernel, data, indices, fortran),
-                IndexType::U64 => run_as::<$t, u64>(kernel, data, indices, fortran),
+                IndexType::I8 => run_as::<$t, i8>(kernel, data, indices, fortran, view),
+                IndexType::U8 => run_as::<$t, u8>(kernel, data, indices, fortran, view),
+                IndexType::I16 => run_as::<$t, i16>(kernel, data, indices, fortran, view),
+                IndexType::U16 => run_as::<$t, u16>(kernel, data, indices, fortran, view),
+                IndexType::I32 => run_as::<$t, i32>(kernel, data, indices, fortran, view),
+                IndexType::U32 => run_as::<$t, u32>(kernel, data, indices, fortran, view),
+                IndexType::I64 => run_as::<$t, i64>(kernel, data, indices, fortran, view),
+                IndexType::U64 => run_as::<$t, u64>(kernel, data, indices, fortran, view),
             }
         };
     }
@@ -723,11 +875,60 @@ fn array<T: Copy>(shape: &[usize], values: &[T], fortran: bool) -> ArrayD<T> {
     f
 }
 
+/// Calls `f` with a view of `array` laid out as `kind` says for this input (`is_data`):
+/// reversed or broadcast along an axis, or every other element of a twice-as-long copy.
+/// Values are those of `array`, except that a broadcast repeats the first entry along its
+/// axis (see [`repeat_first`]).
+fn with_view<T: Copy, R>(
+    array: &ArrayD<T>,
+    kind: ViewKind,
+    is_data: bool,
+    f: impl FnOnce(ArrayViewD<'_, T>) -> R,
+) -> R {
+    let shape = array.shape();
+    let has = |axis: usize| axis < shape.len() && shape[axis] > 0;
+    match kind {
+        ViewKind::ReversedData(axis) if is_data && has(axis) => {
+            // Reversed twice: the view's negative stride reads `array`'s values.
+            let mut source = array.to_owned();
+            source.invert_axis(Axis(axis));
+            let source = source.as_standard_layout().into_owned();
+            let mut view = source.view();
+            view.invert_axis(Axis(axis));
+            f(view)
+        }
+        ViewKind::StridedIndices(axis) if !is_data && has(axis) => {
+            let mut wide_shape = shape.to_vec();
+            wide_shape[axis] *= 2;
+            let first = array.first().copied();
+            let fill = first.expect("a non-empty axis of a non-empty array");
+            let mut wide = ArrayD::from_elem(IxDyn(&wide_shape), fill);
+            wide.slice_axis_mut(Axis(axis), Slice::new(0, None, 2))
+                .assign(array);
+            f(wide.slice_axis(Axis(axis), Slice::new(0, None, 2)))
+        }
+        ViewKind::BroadcastData(axis) if is_data && has(axis) => {
+            let first = array.slice_axis(Axis(axis), Slice::from(0..1));
+            f(first
+                .broadcast(array.raw_dim())
+                .expect("a unit axis broadcasts"))
+        }
+        ViewKind::BroadcastIndices(axis) if !is_data && has(axis) => {
+            let first = array.slice_axis(Axis(axis), Slice::from(0..1));
+            f(first
+                .broadcast(array.raw_dim())
+                .expect("a unit axis broadcasts"))
+        }
+        _ => f(array.view()),
+    }
+}
+
 fn run_as<T: FromBytes, I: IndexElement + FromBytes>(
     kernel: &Kernel,
     data: &[u8],
     indices: &[u8],
     fortran: bool,
+    view: ViewKind,
 ) -> gather_jit::Result<Vec<u8>> {
     let sig = kernel.signature();
     let data: Vec<T> = data
@@ -740,7 +941,9 @@ fn run_as<T: FromBytes, I: IndexElement + FromBytes>(
         .collect();
     let data = array(&sig.data_shape, &data, fortran);
     let indices = array(&sig.indices_shape, &indices, fortran);
-    let out = kernel.run(data.view(), indices.view())?;
+    let out = with_view(&data, view, true, |data| {
+        with_view(&indices, view, false, |indices| kernel.run(data, indices))
+    })?;
     if out.shape() != kernel.output_shape() {
         return Err(Error::BufferMismatch {
             what: "output",

@@ -5,7 +5,7 @@
 //! byte size fits in `isize`. The interpreter, the specialiser and the public API all start
 //! from the [`Validated`] it returns, so they cannot disagree about shapes.
 
-use super::{Flavor, Op, OpName, Signature};
+use super::{Flavor, MAX_RANK, Op, OpName, Signature};
 use crate::error::{Error, Result};
 
 /// The op with its attributes normalised (non-negative, checked against the shapes).
@@ -87,8 +87,8 @@ impl Signature {
     /// # Errors
     /// A typed [`Error`] naming the first violated rule: the flavor does not define the op, a
     /// rank too small, `axis` or `batch_dims` out of range, batch dims that differ,
-    /// `indices.shape[-1]` out of `1..=rank-batch_dims`, GatherElements rank or dim mismatch, or
-    /// an element count or byte size that overflows.
+    /// `indices.shape[-1]` out of `1..=rank-batch_dims`, GatherElements rank or dim mismatch, a
+    /// tensor of more than [`MAX_RANK`] dims, or an element count or byte size that overflows.
     pub fn validate(&self) -> Result<Validated> {
         let op_name = self.op.name();
         if !self.flavor.supports(op_name) {
@@ -99,6 +99,8 @@ impl Signature {
         }
         let data = &self.data_shape;
         let indices = &self.indices_shape;
+        max_rank(op_name, "data", data)?;
+        max_rank(op_name, "indices", indices)?;
         check_size("data", data, self.dtype.size())?;
         check_size("indices", indices, self.index_type.size())?;
 
@@ -107,6 +109,7 @@ impl Signature {
             Op::GatherElements { axis } => self.infer_gather_elements(axis)?,
             Op::GatherNd { batch_dims } => self.infer_gather_nd(batch_dims)?,
         };
+        max_rank(op_name, "output", &output_shape)?;
         check_size("output", &output_shape, self.dtype.size())?;
         Ok(Validated {
             signature: self.clone(),
@@ -302,6 +305,20 @@ fn min_rank(op: OpName, input: &'static str, shape: &[usize], min: usize) -> Res
             input,
             rank: shape.len(),
             min,
+        });
+    }
+    Ok(())
+}
+
+/// Every tensor has at most [`MAX_RANK`] dims, so that a signature's plan, code and compile
+/// time stay small (a GatherND index tuple is unrolled, one check per coordinate).
+fn max_rank(op: OpName, input: &'static str, shape: &[usize]) -> Result<()> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::RankTooLarge {
+            op,
+            input,
+            rank: shape.len(),
+            max: MAX_RANK,
         });
     }
     Ok(())
