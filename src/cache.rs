@@ -14,13 +14,14 @@
 //! map, which answers a repeat of its latest signature without hashing; see [`ThreadView`]),
 //! valid while the cache's generation is unchanged. Any entry leaving the map (eviction,
 //! [`KernelCache::clear`]) bumps the generation, and a thread drops its stale view at its
-//! next request. A hit then costs a thread-local lookup and one
+//! next request; dropping the cache empties every thread's view of it at once, so a thread
+//! that never asks again keeps nothing. A hit then costs a thread-local lookup and one
 //! `Arc` clone instead of a lock, so threads that share a cache do not queue on each other;
 //! [`KernelCache::with`] lends the kernel to a closure and saves the clone too.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
@@ -56,37 +57,45 @@ struct Entries {
     evictions: u64,
 }
 
-/// The part of a thread's view that its cache holds too: the cache counts its hits, and
-/// empties it when the cache is dropped, since the thread may never make another request
-/// that would drop it.
+/// The kernels of one thread's view of one cache, shared with the cache (which holds a
+/// `Weak`) so that dropping the cache can empty them: the thread may never make another
+/// request that would.
+///
+/// Two parties reach the contents, never at the same time:
+/// - the view's thread, only inside a request to the view's cache (`in_view`, `remember`),
+///   so holding `&KernelCache`, and with its `VIEWS` borrowed mutably, so through no other
+///   reference;
+/// - the cache's `drop`, which holds `&mut KernelCache`: no request to it is in flight on
+///   any thread, and every earlier one happened before (as the end of any borrow does,
+///   for the value to be dropped at all).
+///
+/// Otherwise the contents are only dropped with the last `Arc`, which `Arc` makes exclusive.
+/// A lock would cost two atomic read-modify-writes on every hit, for a lock that is never
+/// contended (`cargo bench --bench gather -- S9/cache_hit`).
 #[derive(Default)]
-struct SharedView {
-    /// Hits answered from this view, written only by its thread.
-    hits: AtomicU64,
-    /// Locked only by the view's thread, except in the cache's `drop`, when no thread can
-    /// be inside a request to the cache: never contended.
-    kernels: Mutex<Remembrance>,
-}
+struct ViewKernels(UnsafeCell<Remembrance>);
 
-impl SharedView {
-    fn kernels(&self) -> MutexGuard<'_, Remembrance> {
-        // Each update of a `Remembrance` leaves it consistent, so a poisoned lock (a panic
-        // in `with`'s closure) is still usable.
-        self.kernels.lock().unwrap_or_else(|p| p.into_inner())
-    }
+// SAFETY: the contents are never reached from two threads at once (see `ViewKernels`), and
+// they are `Send` (signatures, and `Arc`s of kernels, which are `Send + Sync`).
+unsafe impl Sync for ViewKernels {}
 
-    /// Drops the kernels (and frees the memory that held them).
-    fn empty(&self) {
-        let emptied = std::mem::take(&mut *self.kernels());
-        drop(emptied);
+impl ViewKernels {
+    /// Runs `f` on the contents.
+    ///
+    /// # Safety
+    /// The caller is one of the two parties of [`ViewKernels`]: the view's thread inside a
+    /// request to the view's cache with its `VIEWS` borrowed mutably, or the cache's `drop`.
+    unsafe fn with<R>(&self, f: impl FnOnce(&mut Remembrance) -> R) -> R {
+        // SAFETY: by the caller's contract, no other reference to the contents is live.
+        f(unsafe { &mut *self.0.get() })
     }
 }
 
 /// The thread views of one cache, as the cache holds them.
 #[derive(Default)]
 struct ViewRegistry {
-    /// One per live view.
-    live: Vec<Arc<SharedView>>,
+    /// Per live view: its hit counter, written only by its thread, and its kernels.
+    live: Vec<(Arc<AtomicU64>, Weak<ViewKernels>)>,
     /// The hits of views whose thread has dropped them.
     retired: u64,
 }
@@ -97,7 +106,7 @@ impl ViewRegistry {
             + self
                 .live
                 .iter()
-                .map(|view| view.hits.load(Ordering::Relaxed))
+                .map(|(hits, _)| hits.load(Ordering::Relaxed))
                 .sum::<u64>()
     }
 
@@ -106,10 +115,10 @@ impl ViewRegistry {
     fn sweep(&mut self) {
         let (dropped, live): (Vec<_>, Vec<_>) = std::mem::take(&mut self.live)
             .into_iter()
-            .partition(|view| Arc::strong_count(view) == 1);
+            .partition(|(hits, _)| Arc::strong_count(hits) == 1);
         self.retired += dropped
             .iter()
-            .map(|view| view.hits.load(Ordering::Relaxed))
+            .map(|(hits, _)| hits.load(Ordering::Relaxed))
             .sum::<u64>();
         self.live = live;
     }
@@ -120,15 +129,9 @@ impl ViewRegistry {
 struct ThreadView {
     cache: u64,
     generation: u64,
-    /// Registered in the cache's [`ViewRegistry`].
-    shared: Arc<SharedView>,
-}
-
-impl Drop for ThreadView {
-    /// The registry holds the shared part until its next sweep: the kernels go now.
-    fn drop(&mut self) {
-        self.shared.empty();
-    }
+    kernels: Arc<ViewKernels>,
+    /// Hits answered from this view; registered in the cache's [`ViewRegistry`].
+    hits: Arc<AtomicU64>,
 }
 
 /// The kernels of a [`ThreadView`] by signature. While requests repeat one signature (a
@@ -443,17 +446,22 @@ impl KernelCache {
                     drop(stale);
                     return None;
                 }
-                let view = &*views[at].shared;
-                let mut kernels = view.kernels();
-                let remembered = kernels.get(signature)?;
-                let stamp = self.clock.load(Ordering::Relaxed) + 1;
-                if remembered.last_used.load(Ordering::Relaxed) < stamp {
-                    remembered.last_used.store(stamp, Ordering::Relaxed);
+                let view = &views[at];
+                // SAFETY: this is the view's thread, inside a request to its cache (`self`),
+                // with `VIEWS` borrowed mutably.
+                unsafe {
+                    view.kernels.with(|kernels| {
+                        let remembered = kernels.get(signature)?;
+                        let stamp = self.clock.load(Ordering::Relaxed) + 1;
+                        if remembered.last_used.load(Ordering::Relaxed) < stamp {
+                            remembered.last_used.store(stamp, Ordering::Relaxed);
+                        }
+                        // Only this thread writes its counter: no read-modify-write needed.
+                        let hits = view.hits.load(Ordering::Relaxed);
+                        view.hits.store(hits + 1, Ordering::Relaxed);
+                        Some(use_kernel(&remembered.kernel))
+                    })
                 }
-                // Only this thread writes its counter: no read-modify-write needed.
-                let hits = view.hits.load(Ordering::Relaxed);
-                view.hits.store(hits + 1, Ordering::Relaxed);
-                Some(use_kernel(&remembered.kernel))
             })
             .ok()
             .flatten()
@@ -485,37 +493,46 @@ impl KernelCache {
                 Some(at) => at,
                 None => {
                     // Views of dropped caches (already emptied): their registry, the only
-                    // other holder of the shared part, is gone.
-                    views.retain(|view| Arc::strong_count(&view.shared) > 1);
-                    let shared = Arc::new(SharedView::default());
+                    // other holder of `hits`, is gone.
+                    views.retain(|view| Arc::strong_count(&view.hits) > 1);
+                    let kernels = Arc::new(ViewKernels::default());
+                    let hits = Arc::new(AtomicU64::new(0));
                     let mut registry = self.registry();
                     registry.sweep();
-                    registry.live.push(Arc::clone(&shared));
+                    registry
+                        .live
+                        .push((Arc::clone(&hits), Arc::downgrade(&kernels)));
                     drop(registry);
                     views.push(ThreadView {
                         cache: self.id,
                         generation,
-                        shared,
+                        kernels,
+                        hits,
                     });
                     views.len() - 1
                 }
             };
             let view = &mut views[at];
-            let mut kernels = view.shared.kernels();
-            if generation != view.generation || kernels.len() >= self.capacity {
-                if generation < view.generation {
-                    return;
-                }
-                kernels.clear();
-                view.generation = generation;
+            // SAFETY: this is the view's thread, inside a request to its cache (`self`),
+            // with `VIEWS` borrowed mutably.
+            unsafe {
+                view.kernels.with(|kernels| {
+                    if generation != view.generation || kernels.len() >= self.capacity {
+                        if generation < view.generation {
+                            return;
+                        }
+                        kernels.clear();
+                        view.generation = generation;
+                    }
+                    kernels.insert(
+                        signature,
+                        Remembered {
+                            kernel: Arc::clone(&kernel),
+                            last_used,
+                        },
+                    );
+                })
             }
-            kernels.insert(
-                signature,
-                Remembered {
-                    kernel: Arc::clone(&kernel),
-                    last_used,
-                },
-            );
         });
         kernel
     }
@@ -621,12 +638,15 @@ impl KernelCache {
 impl Drop for KernelCache {
     /// Empties every thread's view of this cache, so that its kernels go now unless a caller
     /// holds them: a thread that never makes another request would otherwise keep its view.
-    /// No thread is inside a request to this cache (each holds `&self`), and none will make
-    /// another, so the views' locks are free.
     fn drop(&mut self) {
         let registry = self.views.get_mut().unwrap_or_else(|p| p.into_inner());
-        for view in &registry.live {
-            view.empty();
+        for (_, view) in &registry.live {
+            let Some(view) = view.upgrade() else {
+                continue;
+            };
+            // SAFETY: this is the cache's `drop` (`&mut self`: no request is in flight).
+            let emptied = unsafe { view.with(std::mem::take) };
+            drop(emptied);
         }
     }
 }

@@ -897,11 +897,11 @@ fn with_view<T: Copy, R>(
             view.invert_axis(Axis(axis));
             f(view)
         }
-        ViewKind::StridedIndices(axis) if !is_data && has(axis) => {
+        ViewKind::StridedIndices(axis) if !is_data && has(axis) && !array.is_empty() => {
             let mut wide_shape = shape.to_vec();
             wide_shape[axis] *= 2;
-            let first = array.first().copied();
-            let fill = first.expect("a non-empty axis of a non-empty array");
+            let fill = array.iter().next().copied();
+            let fill = fill.expect("a non-empty array has a first element");
             let mut wide = ArrayD::from_elem(IxDyn(&wide_shape), fill);
             wide.slice_axis_mut(Axis(axis), Slice::new(0, None, 2))
                 .assign(array);
