@@ -351,6 +351,11 @@ impl Plan {
 /// The widest band row: wider ones gain nothing (the budget is for many rows).
 pub const MAX_BAND_ROW_BYTES: u64 = 16 << 10;
 
+/// The largest band, whatever the [`Tuning`]: each thread's scratch buffer grows to the
+/// largest band it packs, and that allocation cannot fail gracefully mid-call. Far above any
+/// band that pays (the default budget is 512 KiB).
+pub const MAX_BAND_BYTES: u64 = 64 << 20;
+
 /// Bands an element gather when it pays (see [`Band`]): rewrites `loops` from `[rows of
 /// indices, columns]` to `[bands, rows of indices, columns of a band]`, or from `[batches,
 /// rows of indices, columns]` to `[batches, bands, rows of indices, columns of a band]`, and
@@ -388,12 +393,13 @@ fn band(
     {
         return None;
     }
-    // The widest band that fits the budget and divides the columns; at most
+    // The widest band that fits the budget (and `MAX_BAND_BYTES`) and divides the columns; at most
     // `MAX_BAND_ROW_BYTES / element` candidates are tried, whatever the shape (a fuzzed
     // signature with 37e9 columns once made this search take 30 s).
     let max_band_bytes = (tuning.band_scratch_bytes / coordinate.dim_size)
         .max(tuning.band_min_row_bytes)
-        .min(MAX_BAND_ROW_BYTES);
+        .min(MAX_BAND_ROW_BYTES)
+        .min(MAX_BAND_BYTES / coordinate.dim_size);
     let width = (1..=(columns.extent / 2).min(max_band_bytes / element))
         .rev()
         .find(|&w| columns.extent % w == 0)?;

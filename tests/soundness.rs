@@ -259,3 +259,24 @@ fn the_deepest_index_tuples_compile_and_run() {
     let kernel = Kernel::compile(&sig).expect("compiles");
     assert_eq!(kernel.plan().lookup.coordinates.len(), MAX_RANK - 2);
 }
+
+/// A banded plan's scratch buffer (per thread, grown infallibly mid-call) was bounded only by
+/// the `Tuning`: `bands_always(u64::MAX)` on a 256 MiB table planned a 128 MiB band. Bands
+/// are now at most `MAX_BAND_BYTES` whatever the tuning.
+#[test]
+fn bands_stay_within_their_scratch_limit_whatever_the_tuning() {
+    use gather_jit::Tuning;
+    use gather_jit::specialize::MAX_BAND_BYTES;
+    let n = 1 << 14;
+    let sig = Signature::gather_elements(&[n, n], &[n, n], 0).with_dtype(DType::U8);
+    let kernel = Kernel::compile_tuned(&sig, Tuning::bands_always(u64::MAX)).expect("compiles");
+    let band = kernel
+        .plan()
+        .band
+        .expect("a square table of 16K rows is banded");
+    assert!(
+        band.rows * band.row_bytes <= MAX_BAND_BYTES,
+        "{band:?}: {} bytes",
+        band.rows * band.row_bytes
+    );
+}
