@@ -522,3 +522,110 @@ fn bounded_cache_returns_jit_memory_100k() {
         report.signatures as f64 / report.seconds
     );
 }
+
+/// Set in the child of `a_dropped_cache_returns_its_memory`: how many signatures it compiles.
+const DROP_CHILD: &str = "GATHER_JIT_DROP_CHILD";
+
+/// The child: compiles `$GATHER_JIT_DROP_CHILD` distinct signatures into a cache of the
+/// default capacity, on this thread and (the same ones, as hits) on a second thread that then
+/// idles, keeps one probe kernel, drops the cache and prints `DROP key=value ...`: RSS before,
+/// with the cache full, and after the drop, and the probe's strong count.
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[ignore = "the child process of a_dropped_cache_returns_its_memory; does nothing unless GATHER_JIT_DROP_CHILD is set"]
+fn drop_child() {
+    let Some(count) = std::env::var(DROP_CHILD)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    else {
+        return;
+    };
+    let baseline = rss_kib();
+    let cache = Arc::new(KernelCache::default());
+    let probe = cache.get(&distinct_signature(0)).expect("valid");
+    for i in 1..count {
+        cache.get(&distinct_signature(i)).expect("valid");
+    }
+    let (taken, idle) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let other = std::thread::spawn({
+        let cache = Arc::clone(&cache);
+        let (taken, idle) = (taken.0, idle.1);
+        move || {
+            for i in 0..count {
+                cache.get(&distinct_signature(i)).expect("cached");
+            }
+            drop(cache);
+            taken.send(()).expect("parent waits");
+            idle.recv().expect("parent says when");
+        }
+    });
+    taken.1.recv().expect("thread sends");
+    let full = rss_kib();
+    drop(Arc::into_inner(cache).expect("the thread let go of its handle"));
+    let dropped = rss_kib();
+    // glibc keeps freed heap (in each thread's arena) until asked to give it back: what the
+    // process holds is the figure after the trim.
+    unsafe extern "C" {
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    // SAFETY: glibc's `malloc_trim` takes a padding in bytes and only releases free memory.
+    unsafe { malloc_trim(0) };
+    let trimmed = rss_kib();
+    println!(
+        "\nDROP signatures={count} baseline_rss_kib={baseline} full_rss_kib={full} \
+         dropped_rss_kib={dropped} trimmed_rss_kib={trimmed} probe_strong_count={}",
+        Arc::strong_count(&probe)
+    );
+    idle.0.send(()).expect("thread waits");
+    other.join().expect("thread ends");
+}
+
+/// After 4,000 compiles (hit on a second, idle thread too), dropping the cache gives back the
+/// memory of every kernel no caller holds: once glibc returns its free heap, RSS is back
+/// within a quarter of the growth the cache caused, and the probe's only holder is the
+/// caller. (Before the fix, every thread's view kept its kernels: the probe's count was 3,
+/// and RSS stayed near the full figure.)
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn a_dropped_cache_returns_its_memory() {
+    let exe = std::env::current_exe().expect("test binary");
+    let out = Command::new(exe)
+        .args([
+            "--exact",
+            "reliability::drop_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .args(["--test-threads", "1"])
+        .env(DROP_CHILD, "4000")
+        .output()
+        .expect("child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed: {stdout}");
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("DROP ").map(|(_, report)| report))
+        .unwrap_or_else(|| panic!("no report in {stdout}"));
+    println!("{line}");
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    assert_eq!(field("probe_strong_count"), 1, "{line}");
+    let (baseline, full, trimmed) = (
+        field("baseline_rss_kib"),
+        field("full_rss_kib"),
+        field("trimmed_rss_kib"),
+    );
+    let growth = full.saturating_sub(baseline);
+    assert!(
+        growth > 8 * 1024,
+        "4,000 kernels should take megabytes: {line}"
+    );
+    assert!(
+        trimmed.saturating_sub(baseline) < growth / 4,
+        "RSS after the drop stays near the full cache's: {line}"
+    );
+}
