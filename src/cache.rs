@@ -26,10 +26,9 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use crate::codegen::CodeShare;
 use crate::error::Result;
 use crate::ir::Signature;
-use crate::kernel::Kernel;
+use crate::kernel::{CodeShare, Kernel};
 use crate::specialize::Tuning;
 
 type Slot = Arc<OnceLock<Result<Arc<Kernel>>>>;

@@ -33,6 +33,7 @@
 
 mod cache;
 mod codegen;
+mod copy;
 pub mod error;
 pub mod interp;
 pub mod ir;

@@ -20,6 +20,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 use rustc_hash::FxHashMap;
 
+use crate::copy;
 use crate::error::{Error, Result};
 use crate::specialize::Plan;
 
@@ -90,9 +91,9 @@ impl JitCode {
         let isa = isa()?;
         let imports = helper_imports(plan, isa, isa.frontend_config().pointer_type());
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
-        builder.symbol(STREAM_COPY, stream_copy as *const u8);
-        builder.symbol(PREFETCH_COPY, prefetch_copy_for_host() as *const u8);
-        builder.symbol(PREFETCH_ROWS, prefetch_rows as *const u8);
+        builder.symbol(STREAM_COPY, copy::stream_copy as *const u8);
+        builder.symbol(PREFETCH_COPY, copy::prefetch_copy_for_host() as *const u8);
+        builder.symbol(PREFETCH_ROWS, copy::prefetch_rows as *const u8);
         let mut module = JITModule::new(builder);
         let pointer_type = module.target_config().pointer_type();
         let signature = lower::kernel_signature(isa.default_call_conv(), pointer_type);
@@ -319,15 +320,15 @@ impl CodeShare {
     }
 }
 
-/// The symbol under which [`stream_copy`] is linked into kernels.
+/// The symbol under which [`copy::stream_copy`] is linked into kernels.
 const STREAM_COPY: &str = "gather_jit_stream_copy";
-/// The symbol under which [`prefetch_copy`] is linked into kernels.
+/// The symbol under which [`copy::prefetch_copy_for_host`] is linked into kernels.
 const PREFETCH_COPY: &str = "gather_jit_prefetch_copy";
-/// The symbol under which [`prefetch_rows`] is linked into kernels.
+/// The symbol under which [`copy::prefetch_rows`] is linked into kernels.
 const PREFETCH_ROWS: &str = "gather_jit_prefetch_rows";
 
 /// The Rust helpers the kernel for `plan` (a [`code_plan`]) calls, as
-/// `(symbol, signature)`: [`stream_copy`], [`prefetch_copy`], then [`prefetch_rows`] (the
+/// `(symbol, signature)`: [`copy::stream_copy`], the prefetching copy, then [`copy::prefetch_rows`] (the
 /// order of [`lower::Helpers`]).
 fn helper_imports(
     plan: &Plan,
@@ -345,217 +346,6 @@ fn helper_imports(
             .is_some()
             .then(|| (PREFETCH_ROWS, lower::copy_signature(call_conv, pointer, 4))),
     ]
-}
-
-/// Asks the CPU to bring `indices_bytes` from `indices` and `output_bytes` from `output` (for
-/// writing) into the cache. The rows loop of a band calls it for the row it walks
-/// [`lower::PREFETCH_ROWS_AHEAD`] rows later (see there).
-///
-/// The addresses may be anything: prefetches never fault.
-extern "C" fn prefetch_rows(
-    indices: *const u8,
-    indices_bytes: usize,
-    output: *const u8,
-    output_bytes: usize,
-) {
-    prefetch_lines::<false>(indices, indices_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
-    prefetch_lines::<true>(output, output_bytes.min(PREFETCH_ROW_LIMIT_BYTES));
-}
-
-/// At most this many bytes of a band row's indices and output are prefetched by
-/// [`prefetch_rows`].
-const PREFETCH_ROW_LIMIT_BYTES: usize = 4096;
-
-/// Copies `len` bytes from `source` to `dest` as the kernels copy large slices (see
-/// [`prefetch_copy`]), prefetching the start of `next` as it goes: for Rust code around the
-/// kernels, such as the packing of a band.
-///
-/// # Safety
-/// As [`prefetch_copy`].
-pub(crate) unsafe fn copy_prefetching(
-    dest: *mut u8,
-    source: *const u8,
-    len: usize,
-    next: *const u8,
-) {
-    // SAFETY: forwarded from this function's contract; the helper suits the host.
-    unsafe { prefetch_copy_for_host()(dest, source, len, next) }
-}
-
-/// Prefetches the cache lines of the first `bytes` from `start`, for writing when `FOR_WRITE`
-/// (`prefetchw`). Any address will do: prefetches never fault. A no-op off x86-64.
-fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        for line in (0..bytes).step_by(64) {
-            let address = start.wrapping_add(line).cast::<i8>();
-            // SAFETY: a prefetch is only a hint: it never faults, whatever the address
-            // (`wrapping_add` keeps the pointer arithmetic itself defined); SSE is part of
-            // x86-64.
-            unsafe {
-                if FOR_WRITE {
-                    _mm_prefetch::<_MM_HINT_ET0>(address)
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(address)
-                }
-            };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (start, bytes);
-}
-
-/// At most this many bytes of the next slice are prefetched by [`prefetch_copy`], two cache
-/// lines per 128 bytes copied; beyond that the hardware prefetcher catches on by itself. On S5
-/// (3 KiB rows) 1 KiB measured 1.03x the time of 4 KiB (docs/performance.md).
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_LIMIT_BYTES: usize = 4096;
-
-/// The signature of [`prefetch_copy`] and [`prefetch_copy_avx`]: `(dest, source, len, next)`.
-type PrefetchCopy = unsafe extern "C" fn(*mut u8, *const u8, usize, *const u8);
-
-/// The copy helper for slices copied with a prefetch of the next ([`prefetch_copy`] or, where
-/// the host has AVX, [`prefetch_copy_avx`]): the one the kernels link and
-/// [`copy_prefetching`] calls.
-fn prefetch_copy_for_host() -> PrefetchCopy {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        return prefetch_copy_avx;
-    }
-    prefetch_copy
-}
-
-/// Copies `len` bytes in 128-byte chunks, calling `copy_chunk(offset)` for each (the last one
-/// overlapping the one before when 128 does not divide `len`, which rewrites the same bytes),
-/// and prefetches the cache lines of `next`, and for writing those of `next_dest`, at the same
-/// offsets as it goes, up to [`PREFETCH_LIMIT_BYTES`]: the prefetches spread over the copy
-/// instead of queueing before it. Callers pass as `next_dest` the bytes just after their
-/// destination, where the next slice goes when slices are written one after another (the
-/// output of most gathers, a packed band); prefetching them for writing measured 0.98x on S5.
-///
-/// # Safety
-/// `len` is at least 128, and `copy_chunk(at)` is sound for every `at` with `at + 128 <= len`.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn copy_prefetching_next(
-    len: usize,
-    next: *const u8,
-    next_dest: *const u8,
-    mut copy_chunk: impl FnMut(usize),
-) {
-    debug_assert!(len >= 128, "copy_prefetching_next of {len} bytes");
-    let prefetch_end = len.min(PREFETCH_LIMIT_BYTES);
-    let mut done = 0;
-    while done + 128 <= len {
-        if done < prefetch_end {
-            prefetch_lines::<false>(next.wrapping_add(done), 128);
-            prefetch_lines::<true>(next_dest.wrapping_add(done), 128);
-        }
-        copy_chunk(done);
-        done += 128;
-    }
-    if done < len {
-        copy_chunk(len - 128);
-    }
-}
-
-/// Copies `len` bytes from `source` to `dest`, bringing the start of `next` (the slice the
-/// following lookup copies) into the cache as it goes, so that its latency overlaps this copy.
-/// Generated code calls it (or [`prefetch_copy_avx`]) for slices too large to inline. On S5
-/// (random 3 KiB rows of a 94 MB table) prefetching the next slice measured 71 -> 64 µs in a
-/// Rust model; this loop, which spreads the prefetches over the copy, 0.95x the time of a
-/// 1 KiB prefetch before glibc's `memcpy`, and 0.21-0.28x where output and data are 8-24 bytes
-/// out of step (docs/performance.md, "Buffers out of step").
-///
-/// # Safety
-/// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
-/// `next` may be any address: prefetches never fault.
-unsafe extern "C" fn prefetch_copy(dest: *mut u8, source: *const u8, len: usize, next: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    if len >= 128 {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128};
-        let copy_chunk = |at: usize| {
-            for lane in (0..128).step_by(16) {
-                // SAFETY: `at + 128 <= len` (`copy_prefetching_next`'s promise) keeps both
-                // accesses within the caller's ranges; unaligned moves; SSE2 is part of x86-64.
-                unsafe {
-                    let chunk = _mm_loadu_si128(source.add(at + lane).cast::<__m128i>());
-                    _mm_storeu_si128(dest.add(at + lane).cast::<__m128i>(), chunk);
-                }
-            }
-        };
-        // SAFETY: `len >= 128`; `copy_chunk` is sound for every chunk within `len` (above).
-        unsafe { copy_prefetching_next(len, next, dest.wrapping_add(len), copy_chunk) };
-        return;
-    }
-    prefetch_lines::<false>(next, len);
-    // SAFETY: forwarded from this function's contract.
-    unsafe { std::ptr::copy_nonoverlapping(source, dest, len) };
-}
-
-/// [`prefetch_copy`] with 32-byte moves, for hosts with AVX.
-///
-/// # Safety
-/// As [`prefetch_copy`], and the host has AVX.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe extern "C" fn prefetch_copy_avx(
-    dest: *mut u8,
-    source: *const u8,
-    len: usize,
-    next: *const u8,
-) {
-    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
-    if len < 128 {
-        // SAFETY: forwarded from this function's contract.
-        return unsafe { prefetch_copy(dest, source, len, next) };
-    }
-    let copy_chunk = |at: usize| {
-        for lane in (0..128).step_by(32) {
-            // SAFETY: `at + 128 <= len` (`copy_prefetching_next`'s promise) keeps both
-            // accesses within the caller's ranges; unaligned moves; the caller guarantees AVX.
-            unsafe {
-                let chunk = _mm256_loadu_si256(source.add(at + lane).cast::<__m256i>());
-                _mm256_storeu_si256(dest.add(at + lane).cast::<__m256i>(), chunk);
-            }
-        }
-    };
-    // SAFETY: `len >= 128`; `copy_chunk` is sound for every chunk within `len` (above).
-    unsafe { copy_prefetching_next(len, next, dest.wrapping_add(len), copy_chunk) };
-}
-
-/// Copies `len` bytes from `source` to `dest` with non-temporal stores (on x86-64; a plain
-/// copy elsewhere). Generated code calls it for large slices of large outputs (`Lookup::streaming`).
-///
-/// # Safety
-/// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
-unsafe extern "C" fn stream_copy(dest: *mut u8, source: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        // Streaming stores need 16-byte aligned destinations: copy a head to get there.
-        let head = dest.align_offset(16).min(len);
-        // SAFETY: `head <= len`; the caller guarantees both ranges for `len` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(source, dest, head) };
-        let mut done = head;
-        while done + 16 <= len {
-            // SAFETY: `done + 16 <= len` keeps both accesses in range; `dest + done` is 16-byte
-            // aligned (advanced from an aligned start by 16s); SSE2 is part of x86-64.
-            unsafe {
-                let chunk = _mm_loadu_si128(source.add(done).cast::<__m128i>());
-                _mm_stream_si128(dest.add(done).cast::<__m128i>(), chunk);
-            }
-            done += 16;
-        }
-        // SAFETY: the tail `done..len` is within both ranges.
-        unsafe { std::ptr::copy_nonoverlapping(source.add(done), dest.add(done), len - done) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        std::ptr::copy_nonoverlapping(source, dest, len)
-    };
 }
 
 #[cfg(test)]
@@ -608,65 +398,6 @@ mod tests {
             unsafe { code.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr(), 0, 3) };
         assert_eq!(result, Ok(()));
         assert_eq!(output, [0xA5u8; 20], "nothing written");
-    }
-
-    /// Both copy helpers (the AVX one where the host has it), at lengths around their
-    /// 128-byte chunks and at every alignment of source and destination: exactly `len` bytes
-    /// land, the bytes after them stay, whatever `next` points at.
-    #[test]
-    fn prefetch_copy_copies_exactly_len_bytes_whatever_next_points_at() {
-        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-        let mut helpers: Vec<(&str, PrefetchCopy)> = vec![("sse2", prefetch_copy)];
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx") {
-            helpers.push(("avx", prefetch_copy_avx));
-        }
-        let source: Vec<u8> = (0..6000).map(|i| (i % 251) as u8).collect();
-        for (name, copy) in helpers {
-            for len in [
-                0, 1, 63, 64, 127, 128, 129, 255, 513, 1000, 3072, 4096, 4097, 5000,
-            ] {
-                for (from, to) in [(0, 0), (16, 0), (0, 16), (1, 7), (33, 48)] {
-                    for next in [
-                        std::ptr::null(),
-                        usize::MAX as *const u8,
-                        source.as_ptr().wrapping_add(1 << 40),
-                        source.as_ptr(),
-                    ] {
-                        let mut dest = vec![0xEEu8; to + len + 200];
-                        // SAFETY: `source[from..from + len]` and `dest[to..to + len]` are in
-                        // bounds and do not overlap; the AVX helper is listed only where the
-                        // host has AVX; `next` is only prefetched, which never faults.
-                        unsafe {
-                            copy(
-                                dest.as_mut_ptr().add(to),
-                                source.as_ptr().add(from),
-                                len,
-                                next,
-                            )
-                        };
-                        let case = format!("{name}: len {len}, from {from}, to {to}, {next:?}");
-                        assert_eq!(dest[to..to + len], source[from..from + len], "{case}");
-                        assert!(dest[..to].iter().all(|&b| b == 0xEE), "before: {case}");
-                        assert!(dest[to + len..].iter().all(|&b| b == 0xEE), "after: {case}");
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn prefetch_rows_takes_any_address() {
-        let buffer = vec![7u8; 4096];
-        for address in [
-            std::ptr::null(),
-            usize::MAX as *const u8,
-            buffer.as_ptr().wrapping_add(1 << 40),
-            buffer.as_ptr(),
-        ] {
-            prefetch_rows(address, 1 << 20, address, 4096);
-        }
-        assert!(buffer.iter().all(|&b| b == 7), "prefetching writes nothing");
     }
 
     fn plan_of(signature: &crate::Signature, tuning: crate::Tuning) -> Plan {
