@@ -65,8 +65,8 @@ fn prefetch_lines<const FOR_WRITE: bool>(start: *const u8, bytes: usize) {
 }
 
 /// At most this many bytes of the next slice are prefetched by [`prefetch_copy`], two cache
-/// lines per 128 bytes copied; beyond that the hardware prefetcher catches on by itself. On S5
-/// (3 KiB rows) 1 KiB measured 1.03x the time of 4 KiB (docs/performance.md).
+/// lines per 128 bytes copied; beyond that the hardware prefetcher catches on by itself
+/// (`cargo bench --bench gather -- S5/jit`).
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_LIMIT_BYTES: usize = 4096;
 
@@ -90,7 +90,7 @@ pub(crate) fn prefetch_copy_for_host() -> PrefetchCopy {
 /// offsets as it goes, up to [`PREFETCH_LIMIT_BYTES`]: the prefetches spread over the copy
 /// instead of queueing before it. Callers pass as `next_dest` the bytes just after their
 /// destination, where the next slice goes when slices are written one after another (the
-/// output of most gathers, a packed band); prefetching them for writing measured 0.98x on S5.
+/// output of most gathers, a packed band); prefetching them for writing saves a little on S5.
 ///
 /// # Safety
 /// `len` is at least 128, and `copy_chunk(at)` is sound for every `at` with `at + 128 <= len`.
@@ -120,11 +120,11 @@ unsafe fn copy_prefetching_next(
 
 /// Copies `len` bytes from `source` to `dest`, bringing the start of `next` (the slice the
 /// following lookup copies) into the cache as it goes, so that its latency overlaps this copy.
-/// Generated code calls it (or [`prefetch_copy_avx`]) for slices too large to inline. On S5
-/// (random 3 KiB rows of a 94 MB table) prefetching the next slice measured 71 -> 64 µs in a
-/// Rust model; this loop, which spreads the prefetches over the copy, 0.95x the time of a
-/// 1 KiB prefetch before glibc's `memcpy`, and 0.21-0.28x where output and data are 8-24 bytes
-/// out of step (docs/performance.md, "Buffers out of step").
+/// Generated code calls it (or [`prefetch_copy_avx`]) for slices too large to inline: random
+/// rows of a large table miss the cache, and the prefetch overlaps the next row's misses with
+/// this copy. Its own loop, not glibc's `memcpy`, whose `rep movsb` is several times slower
+/// when output and data are out of step by a few bytes (`cargo bench --bench gather --
+/// 'S5/|copy_out_of_step'`).
 ///
 /// # Safety
 /// `source` is readable and `dest` writable for `len` bytes, and the two do not overlap.
@@ -217,10 +217,8 @@ pub(crate) unsafe extern "C" fn stream_copy(dest: *mut u8, source: *const u8, le
 }
 
 /// How many rows ahead [`pack_band`] prefetches its source. The rows of a band are usually a
-/// page or more apart, where the hardware prefetchers do not follow. Measured on S7 (rows 4
-/// KiB apart) on a Zen 3 host, against no prefetch: 0.908, 1.005, 0.960 and 0.971 (13, 7, 14
-/// and 9 of 16 alternating pairs faster), 0.970 with the table in the L1 (11 of 12); 16 rows
-/// ahead was slower than 8 (1.052), 4 not clearly better (docs/performance.md).
+/// page or more apart, where the hardware prefetchers do not follow; 8 rows ahead is a few
+/// percent faster than none, 16 slower (`cargo bench --bench gather -- S7/jit`).
 const PACK_PREFETCH_ROWS_AHEAD: usize = 8;
 
 /// Copies `band.rows` rows of `band.row_bytes` bytes, `band.row_stride` bytes apart from

@@ -2,11 +2,10 @@
 //! idle workers spin for a while before sleeping.
 //!
 //! Why not rayon: a parallel gather of 50–200 µs is over before a sleeping thread has woken
-//! up. On the 2-vCPU machines this crate is measured on, rayon's pool (whose workers sleep
-//! after a few dozen yields) gave no speedup at all on S5/S6/S8 (docs/performance.md); workers
-//! that spin for a while after each job (200 µs unless [`set_worker_spin`] says otherwise) are
-//! still awake when the next call of a busy runtime comes, as in ONNX Runtime's spinning
-//! thread pool. A worker that is late costs nothing but its wake-up: parts are claimed one at a
+//! up, so a pool whose workers sleep after a few dozen yields gives such calls no speedup;
+//! workers that spin for a while after each job (200 µs unless [`set_worker_spin`] says
+//! otherwise) are still awake when the next call of a busy runtime comes, as in ONNX
+//! Runtime's spinning thread pool. A worker that is late costs nothing but its wake-up: parts are claimed one at a
 //! time, so the caller runs the parts no worker has taken.
 //!
 //! One call uses the pool at a time; a call that finds it busy (another thread's call, or a

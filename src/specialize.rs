@@ -68,7 +68,7 @@ pub struct Lookup {
     pub streaming: bool,
 }
 
-/// Outputs of at least this many bytes (the 32 MiB L3 of the reference machine) always stream;
+/// Outputs of at least this many bytes (a common server last-level cache) always stream;
 /// on a host with a smaller last-level cache, smaller ones do too (see
 /// [`streaming_output_bytes`]).
 pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
@@ -78,9 +78,9 @@ pub const STREAMING_OUTPUT_BYTES: u64 = 32 << 20;
 /// when the cache size is unknown (a size read is 1 MiB or more, so this is at least 256 KiB). A slice gather reads as many bytes of data as it writes, so from there on
 /// one call's working set is half the cache or more, and on a cache shared with other cores
 /// the output is evicted before it is read again: the stores then only cost the reads of the
-/// lines they fill. Measured on the 2026-11-23 host (8 MiB L3): S5's 3 MiB output 0.65x the
-/// time with streaming stores, 2.25 MiB even, 1.9 MiB and below 1.2-1.4x slower
-/// (docs/performance.md).
+/// lines they fill. Below a quarter of the cache the output is still cached when read, and
+/// streaming is slower (`gather-jit bench --op gather --data-shape 30522x768 --indices-shape
+/// 8x128` with and without streaming on hosts of different caches).
 pub fn streaming_output_bytes() -> u64 {
     static BYTES: OnceLock<u64> = OnceLock::new();
     *BYTES.get_or_init(|| {
@@ -130,7 +130,7 @@ pub const STREAMING_SLICE_BYTES: u64 = 512;
 ///
 /// Rows of a large table lie a multiple of 4 KiB apart, so a column band of the table itself
 /// maps into a few cache sets and is evicted as fast as the whole table would be; the packed
-/// copy does not. On S7 this took a call from about 1,000 to about 700 µs.
+/// copy does not (`cargo bench --bench gather -- 'S7/jit'` against `S7/jit_no_bands`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Band {
     /// Rows copied: the size of the indexed dimension.
@@ -142,7 +142,7 @@ pub struct Band {
 }
 
 /// Choices of the specialisation pass that change the loop order, never the result. The
-/// default is what measured best on the reference machine (see `docs/performance.md`);
+/// default is what measured best (`cargo bench --bench gather -- S7/`);
 /// [`crate::Kernel::compile_tuned`] takes others, e.g. to test banding on small shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuning {
@@ -183,8 +183,8 @@ impl Tuning {
 }
 
 impl Default for Tuning {
-    /// Measured with `gather-jit bench --op gather-elements --axis 0 [--no-bands |
-    /// --band-scratch-kib N]` on square-ish tables (see `docs/performance.md`).
+    /// The fastest settings of `gather-jit bench --op gather-elements --axis 0 [--no-bands |
+    /// --band-scratch-kib N]` on square-ish tables.
     fn default() -> Tuning {
         Tuning {
             band_min_table_bytes: 2 << 20,

@@ -40,7 +40,8 @@ fn isa() -> Result<&'static OwnedTargetIsa> {
                 .map_err(|e| format!("setting {name}={value}: {e}"))
         };
         // `lower` emits the loops already folded and hoisted; Cranelift's optimiser (`speed`)
-        // made no case faster and cost 30-45 % more compile time (docs/performance.md).
+        // made no case faster and cost a third more compile time (`cargo bench --bench
+        // gather -- compile`).
         set(&mut flags, "opt_level", "none")?;
         // Long-range relocations for the memset libcall (zero-filled large slices), as
         // cranelift-jit requires.

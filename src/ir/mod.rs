@@ -527,47 +527,72 @@ pub struct Signature {
 // (the derived impl compares a shape with a `memcmp` call, slower for shapes of a few dims).
 impl PartialEq for Signature {
     fn eq(&self, other: &Signature) -> bool {
+        // Destructured, so that a new field cannot be left out of the cache key.
+        let Signature {
+            op,
+            flavor,
+            policy,
+            dtype,
+            index_type,
+            data_shape,
+            indices_shape,
+        } = self;
         let same_dims =
             |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
         // The indices' shape first: signatures of one op in one model differ most often there
         // (batch and sequence lengths), and a cache's thread view compares against its latest
         // signature before it hashes.
-        same_dims(&self.indices_shape, &other.indices_shape)
-            && same_dims(&self.data_shape, &other.data_shape)
-            && self.op == other.op
-            && self.flavor == other.flavor
-            && self.policy == other.policy
-            && self.dtype == other.dtype
-            && self.index_type == other.index_type
+        same_dims(indices_shape, &other.indices_shape)
+            && same_dims(data_shape, &other.data_shape)
+            && *op == other.op
+            && *flavor == other.flavor
+            && *policy == other.policy
+            && *dtype == other.dtype
+            && *index_type == other.index_type
     }
 }
 
 // The hash folds the whole signature into one word before the hasher sees it. Each word is
 // multiplied independently of the running value, which only takes a rotate and a xor per
 // word, so the multiplies overlap; fed word by word, Fx's hasher chains a dependent multiply
-// per word (about 18 for a rank-4 gather, half of a hit's time on a slow host).
+// per word (half of a hit's time: `cargo bench --bench gather -- S9/cache_hit`).
 impl std::hash::Hash for Signature {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         const ODD: u64 = 0x9e37_79b9_7f4a_7c15;
-        let (op, first, second) = match self.op {
+        // Destructured, so that a new field cannot be left out of the cache key.
+        let Signature {
+            op,
+            flavor,
+            policy:
+                IndexPolicy {
+                    negative,
+                    out_of_range,
+                },
+            dtype,
+            index_type,
+            data_shape,
+            indices_shape,
+        } = self;
+        let (op, first, second) = match *op {
             Op::Gather { axis, batch_dims } => (0, axis, batch_dims),
             Op::GatherElements { axis } => (1, axis, 0),
             Op::GatherNd { batch_dims } => (2, 0, batch_dims),
         };
-        // Ranks beyond 255 share their low byte here; equality still tells them apart.
+        // A rank takes a byte here (ranks of valid signatures are at most `MAX_RANK`; longer
+        // shapes share their low byte, and equality still tells them apart).
         let kinds = op
-            | (self.flavor as u64) << 8
-            | (self.policy.negative as u64) << 16
-            | (self.policy.out_of_range as u64) << 24
-            | (self.dtype as u64) << 32
-            | (self.index_type as u64) << 40
-            | (self.data_shape.len() as u64 & 0xff) << 48
-            | (self.indices_shape.len() as u64 & 0xff) << 56;
+            | (*flavor as u64) << 8
+            | (*negative as u64) << 16
+            | (*out_of_range as u64) << 24
+            | (*dtype as u64) << 32
+            | (*index_type as u64) << 40
+            | (data_shape.len() as u64 & 0xff) << 48
+            | (indices_shape.len() as u64 & 0xff) << 56;
         let fold = |folded: u64, word: u64| folded.rotate_left(23) ^ word.wrapping_mul(ODD);
         // Plain loops: an iterator chain here compiled to an out-of-line fold of twice the
         // instructions.
         let mut folded = fold(fold(fold(0, kinds), first as u64), second as u64);
-        for shape in [&self.data_shape, &self.indices_shape] {
+        for shape in [data_shape, indices_shape] {
             for &dim in shape {
                 folded = fold(folded, dim as u64);
             }

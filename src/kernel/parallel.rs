@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::pool;
 
 /// Outputs of at least this many bytes are split across threads when the thread count is left
-/// to the kernel. Measured with spinning workers (`gather-jit bench --threads 1|2`, GatherElements
-/// rows of 1024 f32): 2 threads gave 1.1-1.4x at 64 KiB, 1.8x at 128 KiB, 1.8-2x above.
+/// to the kernel: below it a second thread gains little over its hand-off (`gather-jit bench
+/// --threads 1|2` on outputs of growing size).
 pub const PARALLEL_MIN_BYTES: u64 = 128 << 10;
 
 impl Kernel {

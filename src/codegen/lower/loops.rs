@@ -386,7 +386,7 @@ impl Lowering<'_> {
     /// at `depth` gathers elements of 1, 2, 4 or 8 bytes into consecutive output bytes and
     /// `group` fills whole vectors: the group then loads elements straight into vector lanes
     /// (`pinsrd xmm, [mem]` and the like) and stores 16 bytes at a time, one store instead of
-    /// 16 / size. Measured: S6 73-75 -> 67 µs, S8 183-190 -> 168-172 µs (docs/performance.md).
+    /// 16 / size, about a tenth faster on S6 and S8 (`cargo bench --bench gather -- S6/jit`).
     /// (Trips hold at most 8 lookups, so 1-byte elements, 16 to a vector, never qualify.)
     pub(super) fn packed_vector(&self, depth: usize, group: u64) -> Option<Type> {
         let bytes = self.plan.lookup.slice_bytes;

@@ -27,7 +27,7 @@ mod copies;
 mod loops;
 
 /// Slices up to this many bytes are copied with unrolled 16-byte moves; larger ones call a
-/// copy helper. Chosen by measurement (see `docs/performance.md`).
+/// copy helper (the crossover of `cargo bench --bench gather -- copy_tier`).
 pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;
 
 /// The most lookups one trip of the innermost loop does. The code reads the outermost loop's
@@ -45,8 +45,8 @@ pub(crate) fn unroll_factor(slice_bytes: u64, coordinates: usize) -> u64 {
         _ => 1,
     };
     // At most 8 index checks per trip: more cost compile time, not speed. Pairs of indices
-    // selecting single elements (S8) are the exception: 8 lookups (16 checks) per trip
-    // measured 4 % faster than 4.
+    // selecting single elements (S8) are the exception: 8 lookups (16 checks) per trip are
+    // faster than 4 (`cargo bench --bench gather -- S8/jit`).
     let by_checks = match coordinates {
         2 if slice_bytes <= 16 => MAX_UNROLL,
         _ => (8 / coordinates.max(1)).max(1) as u64,
@@ -66,8 +66,9 @@ pub(crate) fn copy_signature(call_conv: CallConv, pointer: Type, params: usize) 
 
 /// Whether the kernel for `plan` copies its slices with [`super::prefetch_copy`], prefetching
 /// the next lookup's slice (the last lookup's own again): slices too large to copy inline and
-/// not streamed. (Never glibc's `memcpy`: from 2 KiB on it uses `rep movsb`, which on Zen 3
-/// took S5 3.5-4.9x as long when output and data were 8-24 bytes out of step as in step.)
+/// not streamed. (Never glibc's `memcpy`: from 2 KiB on it uses `rep movsb`, which takes
+/// several times as long when output and data are out of step by a few bytes:
+/// `cargo bench --bench gather -- copy_out_of_step`.)
 pub(crate) fn prefetches_next_slice(plan: &Plan) -> bool {
     !plan.lookup.streaming && plan.lookup.slice_bytes > UNROLL_LIMIT_BYTES
 }
@@ -86,14 +87,13 @@ pub(crate) struct Helpers {
 
 /// How many rows ahead the rows loop of a band prefetches. A band's rows of indices and output
 /// lie a page or more apart, so the hardware prefetchers meet each as a new stream and its
-/// first lines would be demand misses; measured on S7 (gather phase, µs): 714-967 without,
-/// 596-641 one row ahead, 580-728 two rows ahead.
+/// first lines would be demand misses. Two rows ahead is as fast as one and steadier
+/// (`cargo bench --bench gather -- S7/jit`).
 pub(crate) const PREFETCH_ROWS_AHEAD: u64 = 2;
 
 /// The largest unroll factor in the rows of a band (the compiled part of a banded plan, the
-/// only code that calls [`super::prefetch_rows`]). Measured on S7 (µs, three rounds): unrolled
-/// by 4: 716, 723, 908 (compile 217-224 µs); by 8: 721, 729, 772 (compile 268-298 µs); by 16:
-/// 703-762 (compile 365-368 µs).
+/// only code that calls `copy::prefetch_rows`): wider unrolls ran no faster and compiled
+/// slower (`cargo bench --bench gather -- S7/`).
 pub(crate) const BAND_UNROLL: u64 = 4;
 
 /// The CLIF signature every kernel has.
