@@ -119,6 +119,31 @@ fn parse_cache_size(text: &str) -> Option<u64> {
     digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
+/// What planning needs to know of the machine it plans for: probed once
+/// ([`Host::current`]), or fixed ([`Host::REFERENCE`]) so that a plan is the same on every
+/// machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// Outputs of at least this many bytes write their large slices with streaming stores
+    /// (see [`streaming_output_bytes`]).
+    pub streaming_output_bytes: u64,
+}
+
+impl Host {
+    /// A machine with a last-level cache of at least 128 MiB: outputs of
+    /// [`STREAMING_OUTPUT_BYTES`] and more stream.
+    pub const REFERENCE: Host = Host {
+        streaming_output_bytes: STREAMING_OUTPUT_BYTES,
+    };
+
+    /// This machine, as probed (once) from its cache sizes.
+    pub fn current() -> Host {
+        Host {
+            streaming_output_bytes: streaming_output_bytes(),
+        }
+    }
+}
+
 /// Slices of at least this many bytes may stream (smaller ones are inlined moves).
 pub const STREAMING_SLICE_BYTES: u64 = 512;
 
@@ -234,6 +259,15 @@ impl Plan {
     /// # Errors
     /// As [`Plan::new`].
     pub fn with_tuning(signature: &Validated, tuning: Tuning) -> Result<Plan> {
+        Plan::for_host(signature, tuning, Host::current())
+    }
+
+    /// Builds the plan for a validated signature on a machine described by `host`: a pure
+    /// function of its arguments (golden tests pass [`Host::REFERENCE`]).
+    ///
+    /// # Errors
+    /// As [`Plan::new`].
+    pub fn for_host(signature: &Validated, tuning: Tuning, host: Host) -> Result<Plan> {
         let sig = signature.signature();
         let element = sig.dtype.size() as u64;
         let index_size = sig.index_type.size() as u64;
@@ -331,7 +365,7 @@ impl Plan {
                 // A banded plan writes every element inline.
                 streaming: band.is_none()
                     && slice_bytes >= STREAMING_SLICE_BYTES
-                    && output_bytes >= streaming_output_bytes(),
+                    && output_bytes >= host.streaming_output_bytes,
             },
             band,
             index_type: sig.index_type,

@@ -3,6 +3,7 @@
 mod conformance;
 mod errors;
 mod fuzz_replay;
+mod golden;
 mod hostile;
 mod interp_props;
 mod jit;

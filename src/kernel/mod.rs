@@ -135,6 +135,26 @@ impl Kernel {
         &self.plan
     }
 
+    /// What this kernel does, for people: the signature, the resolved attributes, the output
+    /// shape and the loop plan the code was generated from (what `gather-jit explain`
+    /// prints above the code).
+    ///
+    /// ```
+    /// let kernel = gather_jit::Kernel::compile(&gather_jit::Signature::gather(&[4, 3], &[2], 0, 0))?;
+    /// assert!(kernel.explain().contains("output shape:  [2, 3]"));
+    /// # Ok::<(), gather_jit::Error>(())
+    /// ```
+    pub fn explain(&self) -> String {
+        let validated = &self.validated;
+        format!(
+            "signature:     {}\nresolved:      {:?}\noutput shape:  {:?}\n\n{}",
+            validated.signature(),
+            validated.op(),
+            validated.output_shape(),
+            self.plan
+        )
+    }
+
     /// The CLIF text of this kernel (before Cranelift's optimisations).
     ///
     /// # Errors
