@@ -1,33 +1,73 @@
-//! gather-jit: JIT-compiled Gather, GatherElements and GatherND kernels.
+//! gather-jit: JIT-compiled Gather, GatherElements and GatherND kernels, with the exact
+//! semantics of ONNX, OpenVINO and TensorRT.
 //!
-//! # Contents
-//! - [`Signature`]: the IR of one gather (op, [`Flavor`], [`IndexPolicy`], types, shapes);
-//!   [`Signature::validate`] checks it and infers the output shape.
-//! - [`interp::interpret`]: the reference interpreter, straight from the specs.
-//! - [`specialize::Plan`]: the loop nest with every shape folded into constants.
-//! - [`Kernel`]: native code from Cranelift, called with raw pointers ([`Kernel::call`]) or
-//!   safely on byte slices ([`Kernel::run_bytes`]) and ndarray views ([`Kernel::run`]).
-//! - [`KernelCache`]: signature -> `Arc<Kernel>`, compiled once; [`jit`], [`jit_gather`],
-//!   [`jit_gather_elements`] and [`jit_gather_nd`] use the process-wide one.
+//! A runtime that knows an op's shapes asks once for a kernel ([`jit_gather`],
+//! [`jit_gather_elements`], [`jit_gather_nd`], or [`jit`] for any [`Signature`]); Cranelift
+//! compiles a loop nest with every shape folded into constants, the crate caches it by the
+//! full signature, and the runtime calls it as often as it likes, safely on ndarray views
+//! ([`Kernel::run`]) and byte slices ([`Kernel::run_bytes`]), or on raw pointers
+//! ([`Kernel::call`]). [`interp::interpret`], a reference interpreter written straight from
+//! the specifications, is what every kernel is tested against.
 //!
-//! # Example
+//! # Whose rules
+//!
+//! A [`Flavor`] says which framework's operator a signature follows; each has its default
+//! [`IndexPolicy`] for negative and out-of-range indices (override it with
+//! [`Signature::with_policy`]):
+//!
+//! | flavor | ops | negative indices | out of range |
+//! |---|---|---|---|
+//! | [`Flavor::Onnx`] (opset 13) | Gather, GatherElements, GatherND | count from the end | error |
+//! | [`Flavor::OpenvinoGather1`], [`Gather7`](Flavor::OpenvinoGather7), [`Gather8`](Flavor::OpenvinoGather8) | Gather (7 and 8 with `batch_dims`) | count from the end | zeros |
+//! | [`Flavor::OpenvinoGatherNd5`], [`GatherNd8`](Flavor::OpenvinoGatherNd8) | GatherND (5 flattens the batch dims) | count from the end | error |
+//! | [`Flavor::OpenvinoGatherElements6`] | GatherElements | error | error |
+//! | [`Flavor::TensorRt`] | all three (`IGatherLayer` modes) | error | error |
+//!
+//! # A two-minute tour
+//!
 //! ```
-//! use gather_jit::{jit_gather_nd, Options};
+//! use gather_jit::{Flavor, Options, jit_gather, jit_gather_nd};
 //! use ndarray::array;
 //!
-//! // ONNX GatherND, batch_dims 0: pick elements (0,1) and (1,0).
-//! let kernel = jit_gather_nd(&[2, 2], &[2, 2], 0, &Options::default())?;
-//! let data = array![[1.0f32, 2.0], [3.0, 4.0]];
-//! let indices = array![[0i64, 1], [1, 0]];
-//! let out = kernel.run(data.view(), indices.view())?;
-//! assert_eq!(out.into_raw_vec_and_offset().0, vec![2.0, 3.0]);
+//! // An embedding lookup: ONNX Gather along axis 0 (f32 data and i64 indices by default).
+//! let table = array![[0.0f32, 0.1], [1.0, 1.1], [2.0, 2.1]];
+//! let kernel = jit_gather(&[3, 2], &[2], 0, 0, &Options::default())?;
+//! let rows = kernel.run(table.view(), array![2i64, -3].view())?;
+//! assert_eq!(rows, array![[2.0f32, 2.1], [0.0, 0.1]].into_dyn());
 //!
-//! // Out-of-range indices are reported with their position and value.
-//! let bad = array![[0i64, 1], [2, 0]];
-//! let err = kernel.run(data.view(), bad.view()).unwrap_err();
-//! assert!(err.to_string().contains("index 2 at position [1, 0]"));
+//! // What it compiled to: the signature, the output shape and the loop plan.
+//! println!("{}", kernel.explain());
+//!
+//! // OpenVINO GatherND-8 with one batch dim: one index per batch picks a row.
+//! let options = Options { flavor: Flavor::OpenvinoGatherNd8, ..Options::default() };
+//! let kernel = jit_gather_nd(&[2, 3, 2], &[2, 1], 1, &options)?;
+//! let data = ndarray::Array::from_shape_fn((2, 3, 2), |(b, r, c)| (b * 6 + r * 2 + c) as f32);
+//! let picked = kernel.run(data.view(), array![[1i64], [-1]].view())?;
+//! assert_eq!(picked, array![[2.0f32, 3.0], [10.0, 11.0]].into_dyn());
+//!
+//! // A bad index is an error naming its position and value; nothing is returned.
+//! let err = kernel.run(data.view(), array![[0i64], [3]].view()).unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "GatherND: index 3 at position [1, 0] of indices is out of range for data dim 1 of size 3"
+//! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Contents
+//! - [`Signature`] (in [`ir`]): op, flavor, policy, types and shapes; [`Signature::validate`]
+//!   checks it and infers the output shape ([`Validated`]).
+//! - [`Kernel`]: a compiled gather; [`Kernel::run`], [`Kernel::run_bytes`] check their
+//!   arguments, [`Kernel::call`], [`Kernel::call_range`] and [`Kernel::call_parallel`] are
+//!   the raw entry points for runtimes that own their buffers and threads.
+//! - [`KernelCache`]: signature -> `Arc<Kernel>`, compiled once, bounded; the `jit*`
+//!   functions use a process-wide one.
+//! - [`Error`]: what went wrong and where, with a stable [`Error::category`].
+//! - [`interp::interpret`]: the reference interpreter.
+//!
+//! `docs/` in the repository has the design, the semantics of each flavor, the safety
+//! contract and the performance figures; `examples/` has an embedding lookup and a runtime's
+//! cache.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -39,7 +79,13 @@ pub mod interp;
 pub mod ir;
 mod kernel;
 mod pool;
+// The loop plan and its tuning: public only under the `unstable` feature, for the CLI's
+// `explain` and `bench`, the benches and the tests; an embedder sees `Kernel::explain`.
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub mod specialize;
+#[cfg(not(feature = "unstable"))]
+mod specialize;
 pub mod workloads;
 
 use std::sync::Arc;
@@ -56,7 +102,11 @@ pub use ir::{
     ResolvedOp, Signature, Validated,
 };
 pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, set_worker_spin, worker_spin};
+#[cfg(feature = "unstable")]
+#[doc(hidden)]
 pub use specialize::Tuning;
 
 /// The parts of a signature besides the op and shapes; `Default` is ONNX rules, `f32` data,

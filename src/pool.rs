@@ -26,6 +26,10 @@ static SPIN_NANOS: AtomicU64 = AtomicU64::new(DEFAULT_WORKER_SPIN.as_nanos() as 
 /// Sets how long the worker threads of [`crate::Kernel::call_parallel`] spin after a job
 /// before they sleep (`Duration::ZERO`: sleep at once, waking costs a few µs per call; longer:
 /// more CPU burnt between calls). Takes effect from each worker's next wait.
+#[cfg_attr(
+    not(feature = "unstable"),
+    expect(dead_code, reason = "only the `unstable` API uses it")
+)]
 pub fn set_worker_spin(spin: Duration) {
     let nanos = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
     SPIN_NANOS.store(nanos, Ordering::Relaxed);

@@ -132,6 +132,10 @@ pub struct Host {
 impl Host {
     /// A machine with a last-level cache of at least 128 MiB: outputs of
     /// [`STREAMING_OUTPUT_BYTES`] and more stream.
+    #[cfg_attr(
+        not(feature = "unstable"),
+        expect(dead_code, reason = "only the `unstable` API uses it")
+    )]
     pub const REFERENCE: Host = Host {
         streaming_output_bytes: STREAMING_OUTPUT_BYTES,
     };
@@ -184,6 +188,10 @@ pub struct Tuning {
     pub band_max_rows: u64,
 }
 
+#[cfg_attr(
+    not(feature = "unstable"),
+    expect(dead_code, reason = "only the `unstable` API uses them")
+)]
 impl Tuning {
     /// Never band.
     pub const NO_BANDS: Tuning = Tuning {
@@ -250,6 +258,10 @@ impl Plan {
     /// # Errors
     /// [`Error::SizeOverflow`] if a stride does not fit in 64 bits (validation already bounds
     /// every tensor by `isize::MAX` bytes, so this is a safety net).
+    #[cfg_attr(
+        not(feature = "unstable"),
+        expect(dead_code, reason = "only the `unstable` API uses it")
+    )]
     pub fn new(signature: &Validated) -> Result<Plan> {
         Plan::with_tuning(signature, Tuning::default())
     }

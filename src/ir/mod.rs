@@ -461,6 +461,8 @@ impl IndexType {
 
     /// Appends `value` in this type, native-endian, truncated like a C cast (so `-1` as `u8`
     /// is 255): for building hostile indices in tests.
+    #[cfg(feature = "unstable")]
+    #[doc(hidden)]
     pub fn encode_wrapping(self, value: i128, out: &mut Vec<u8>) {
         match self {
             IndexType::I8 => out.extend((value as i8).to_ne_bytes()),

@@ -65,7 +65,7 @@ impl Kernel {
     /// Under `OutOfRange::Error` (and for an index into an empty dimension under `Clamp`):
     /// [`Error::IndexOutOfRange`] naming the first rejected index of the range in row-major
     /// order of the indices. The output slices before it have been written; the rest of the
-    /// range's output is unchanged. A banded plan ([`Plan::band`]) differs: its ranges are
+    /// range's output is unchanged. A banded plan (a GatherElements of a table of megabytes, see `docs/design.md`) differs: its ranges are
     /// ranges of column bands (or of batches, each walked band by band), so after an error
     /// any part of the range's output may have been written, and the error names the gather's
     /// first rejected index in row-major order up to the one the range met, which may lie in

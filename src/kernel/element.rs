@@ -2,6 +2,10 @@
 //! ([`IndexElement`]): `unsafe` traits, since kernels read and write their memory as the
 //! dtype they claim.
 
+#[cfg(doc)]
+use super::Kernel;
+#[cfg(doc)]
+use crate::ir::OutOfRange;
 use crate::ir::{DType, IndexType};
 
 /// A Rust type that can be the element type of `data` (the gathered values).

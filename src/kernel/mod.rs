@@ -17,6 +17,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use crate::codegen::{self, JitCode};
+#[cfg(doc)]
+use crate::error::Error;
 use crate::error::Result;
 use crate::ir::{Signature, Validated};
 use crate::specialize::{Plan, Tuning};
@@ -59,7 +61,8 @@ impl Kernel {
     /// Any validation error of [`Signature::validate`]; [`Error::Codegen`] if Cranelift rejects
     /// the generated code (a bug).
     pub fn compile(signature: &Signature) -> Result<Kernel> {
-        Kernel::compile_tuned(signature, Tuning::default())
+        let started = Instant::now();
+        Kernel::build(signature.validate()?, Tuning::default(), started, None)
     }
 
     /// As [`Kernel::compile`], with the specialisation choices `tuning` instead of the
@@ -67,6 +70,8 @@ impl Kernel {
     ///
     /// # Errors
     /// As [`Kernel::compile`].
+    #[cfg(feature = "unstable")]
+    #[doc(hidden)]
     pub fn compile_tuned(signature: &Signature, tuning: Tuning) -> Result<Kernel> {
         let started = Instant::now();
         Kernel::build(signature.validate()?, tuning, started, None)
@@ -130,7 +135,9 @@ impl Kernel {
         self.validated.output_shape()
     }
 
-    /// The loop plan the code was generated from.
+    /// The loop plan the code was generated from (its text: [`Kernel::explain`]).
+    #[cfg(feature = "unstable")]
+    #[doc(hidden)]
     pub fn plan(&self) -> &Plan {
         &self.plan
     }

@@ -15,8 +15,8 @@ pub const PARALLEL_MIN_BYTES: u64 = 128 << 10;
 impl Kernel {
     /// Runs the whole gather split into `threads` ranges of the outer loop, run by the calling
     /// thread and the crate's worker threads (one per further core; idle workers spin for a
-    /// while before sleeping, see [`crate::set_worker_spin`]). `threads == 0` chooses: one range per core when the
-    /// output is at least [`PARALLEL_MIN_BYTES`], else one. More ranges than cores are
+    /// while before sleeping). `threads == 0` chooses: one range per core when the output is
+    /// at least [`PARALLEL_MIN_BYTES`], else one. More ranges than cores are
     /// shared out among them. While another thread's parallel call runs, the ranges run on
     /// the calling thread alone. The bytes written equal one [`Kernel::call`]'s.
     ///
