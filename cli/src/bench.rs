@@ -1,6 +1,7 @@
 //! `gather-jit bench`: per-call times of one kernel beside a memcpy of the output's size.
 
 use std::hint::black_box;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,8 @@ use clap::Args;
 use gather_jit::{Kernel, KernelCache, Tuning};
 use serde_json::json;
 
-use crate::failure::Result;
+use crate::buffer;
+use crate::failure::{Failure, Result, eprint_line};
 use crate::hugepages;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::random::{self, XorShift};
@@ -84,18 +86,23 @@ const FILL_BYTE: u8 = 0x5a;
 
 /// `write(chunk, offset)` on `dst` cut into `threads` chunks, each on a scoped thread (one
 /// chunk on this thread for `threads <= 1`); `offset` is the chunk's start in `dst`.
-fn split(dst: &mut [u8], threads: u64, write: impl Fn(&mut [u8], usize) + Sync) {
+///
+/// # Errors
+/// A thread could not be started (under a memory limit, say); the chunks of the threads that
+/// did start are written.
+fn split(dst: &mut [u8], threads: u64, write: impl Fn(&mut [u8], usize) + Sync) -> io::Result<()> {
     if threads <= 1 || dst.is_empty() {
         write(dst, 0);
-        return;
+        return Ok(());
     }
     let chunk = dst.len().div_ceil(threads as usize);
     let write = &write;
     std::thread::scope(|scope| {
         for (i, d) in dst.chunks_mut(chunk).enumerate() {
-            scope.spawn(move || write(d, i * chunk));
+            std::thread::Builder::new().spawn_scoped(scope, move || write(d, i * chunk))?;
         }
-    });
+        Ok(())
+    })
 }
 
 /// The median in nanoseconds of `f`'s time, one call per sample, for at most `samples` samples
@@ -130,8 +137,9 @@ fn tuning(args: &BenchArgs) -> Tuning {
 /// Runs `gather-jit bench`.
 ///
 /// # Errors
-/// An invalid signature, no valid index (status 2).
-pub fn main(args: &BenchArgs) -> Result<()> {
+/// An invalid signature, no valid index, buffers too large for memory, a thread that cannot be
+/// started (status 2).
+pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let validated = sig.validate()?;
     let tuning = tuning(args);
@@ -141,17 +149,35 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
+    // Every buffer is made before anything is timed, so that one too large for memory fails
+    // at once. The random draws keep their order: data, indices, the memcpy's source.
     let mut rng = XorShift::new(args.seed);
-    let (data, indices) =
-        random::inputs_below(&validated, &mut rng, args.index_limit.unwrap_or(u64::MAX))?;
     let huge = !args.no_huge_pages;
     let data_offset = args.data_offset as usize;
-    let (data_buffer, indices) = (
-        hugepages::copied_at(data_offset, &data, huge),
-        hugepages::copied_at(0, &indices, huge),
-    );
+    let data_bytes = buffer::byte_len(validated.data_len(), sig.dtype.size(), "data")?;
+    let mut data_buffer =
+        hugepages::zeroed(data_offset.saturating_add(data_bytes), huge, "the data")?;
+    rng.fill(&mut data_buffer[data_offset..]);
     let data = &data_buffer[data_offset..];
-    let output_bytes = validated.output_len() * sig.dtype.size();
+    let indices_bytes =
+        buffer::byte_len(validated.indices_len(), sig.index_type.size(), "indices")?;
+    let mut indices = hugepages::with_capacity(indices_bytes, huge, "the indices")?;
+    random::push_valid_indices(
+        &validated,
+        &mut rng,
+        args.index_limit.unwrap_or(u64::MAX),
+        &mut indices,
+    )?;
+    let output_bytes = buffer::byte_len(validated.output_len(), sig.dtype.size(), "the output")?;
+    let output_offset = args.output_offset as usize;
+    let mut output_buffer = hugepages::zeroed(
+        output_offset.saturating_add(output_bytes),
+        huge,
+        "the output",
+    )?;
+    let mut source = hugepages::zeroed(output_bytes, huge, "the memcpy's source")?;
+    rng.fill(&mut source);
+    let mut copy = hugepages::zeroed(output_bytes, huge, "the memcpy's destination")?;
     let budget = Duration::from_millis(args.time_ms);
 
     let cache = KernelCache::new(16);
@@ -193,8 +219,6 @@ pub fn main(args: &BenchArgs) -> Result<()> {
 
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
-    let output_offset = args.output_offset as usize;
-    let mut output_buffer = hugepages::zeroed(output_offset + output_bytes, huge);
     let output = &mut output_buffer[output_offset..];
     kernel.run_bytes_parallel(data, &indices, output, threads as usize)?;
     let jit = measure(budget, || {
@@ -202,16 +226,23 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         let _ =
             kernel.run_bytes_parallel(data, &indices, black_box(&mut *output), threads as usize);
     });
-    let source = hugepages::copied(&random::bytes(output_bytes, &mut rng), huge);
-    let mut copy = hugepages::zeroed(output_bytes, huge);
+    // The closures cannot return it: the first thread that could not start is an error after.
+    let mut spawn_error = None;
     let memcpy = measure(budget, || {
-        split(black_box(&mut copy), threads_used, |d, at| {
+        let copied = split(black_box(&mut copy), threads_used, |d, at| {
             d.copy_from_slice(&source[at..at + d.len()]);
         });
+        spawn_error = spawn_error.take().or(copied.err());
     });
     let fill = measure(budget, || {
-        split(black_box(&mut copy), threads_used, |d, _| d.fill(FILL_BYTE));
+        let filled = split(black_box(&mut copy), threads_used, |d, _| d.fill(FILL_BYTE));
+        spawn_error = spawn_error.take().or(filled.err());
     });
+    if let Some(e) = spawn_error {
+        return Err(Failure::usage(format!(
+            "cannot start a thread for the memcpy and fill references: {e}"
+        )));
+    }
 
     let moved = bytes_moved(kernel.plan());
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
@@ -221,7 +252,7 @@ pub fn main(args: &BenchArgs) -> Result<()> {
     let ratio = ratio_to(memcpy.median);
     let fill_ratio = ratio_to(fill.median);
     if args.json {
-        let out = json!({
+        let json = json!({
             "signature": sig.to_string(),
             "op": sig.op.to_string(),
             "flavor": sig.flavor.name(),
@@ -262,15 +293,16 @@ pub fn main(args: &BenchArgs) -> Result<()> {
             "fill_ns": fill.median,
             "ratio_to_fill": fill_ratio,
         });
-        println!("{out}");
+        outln!(out, "{json}");
         return Ok(());
     }
-    println!("signature     {sig}");
-    println!("output shape  {:?}", validated.output_shape());
+    outln!(out, "signature     {sig}");
+    outln!(out, "output shape  {:?}", validated.output_shape());
     if let Some(limit) = args.index_limit {
-        println!("indices       all below {limit} (a corner of data)");
+        outln!(out, "indices       all below {limit} (a corner of data)");
     }
-    println!(
+    outln!(
+        out,
         "compile       {} median, first {}, on shared code {} (cache hit {}, lent {})",
         human_time(ns(compile)),
         human_time(first_compile),
@@ -278,7 +310,8 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         human_time(ns(cache_hit.median)),
         human_time(ns(cache_hit_lent.median))
     );
-    println!(
+    outln!(
+        out,
         "per call      median {}, min {}, max {} ({} samples x {} calls, {} thread{})",
         human_time(ns(jit.median)),
         human_time(ns(jit.min)),
@@ -288,22 +321,27 @@ pub fn main(args: &BenchArgs) -> Result<()> {
         threads_used,
         if threads_used == 1 { "" } else { "s" }
     );
-    println!("throughput    {jit_gbps:.2} GB/s ({moved} bytes moved per call)");
-    println!(
+    outln!(
+        out,
+        "throughput    {jit_gbps:.2} GB/s ({moved} bytes moved per call)"
+    );
+    outln!(
+        out,
         "memcpy        median {} for {output_bytes} bytes ({memcpy_gbps:.2} GB/s)",
         human_time(ns(memcpy.median))
     );
-    println!("jit / memcpy  {ratio:.2}");
-    println!(
+    outln!(out, "jit / memcpy  {ratio:.2}");
+    outln!(
+        out,
         "fill          median {} (output-sized, byte {FILL_BYTE:#x}); jit / fill {fill_ratio:.2}",
         human_time(ns(fill.median))
     );
     if threads_used < threads {
-        eprintln!(
+        eprint_line(format_args!(
             "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
              has {} iteration(s)), so {threads_used} thread(s) were used",
             kernel.outer_extent(),
-        );
+        ));
     }
     Ok(())
 }

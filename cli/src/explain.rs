@@ -1,5 +1,7 @@
 //! `gather-jit explain`: what one signature compiles to.
 
+use std::io::Write;
+
 use clap::Args;
 use gather_jit::Kernel;
 use serde_json::json;
@@ -32,7 +34,7 @@ pub struct ExplainArgs {
 ///
 /// # Errors
 /// An invalid signature (status 2).
-pub fn main(args: &ExplainArgs) -> Result<()> {
+pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let kernel = Kernel::compile(&sig)?;
     let plan = kernel.plan();
@@ -63,7 +65,7 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
                 })
             })
             .collect();
-        let out = json!({
+        let json = json!({
             "signature": sig.to_string(),
             "op": sig.op.to_string(),
             "flavor": sig.flavor.name(),
@@ -95,27 +97,24 @@ pub fn main(args: &ExplainArgs) -> Result<()> {
             "compile_ns": nanos(kernel.compile_time()),
             "disassembly": disassemble(kernel.machine_code()),
         });
-        println!("{out}");
+        outln!(out, "{json}");
         return Ok(());
     }
-    println!("signature:     {sig}");
-    println!("resolved:      {:?}", validated.op());
-    println!("output shape:  {:?}", validated.output_shape());
-    println!("compile time:  {}", human_time(kernel.compile_time()));
-    println!("machine code:  {} bytes", kernel.code_bytes());
-    println!();
-    println!("{plan}");
-    println!();
-    println!("Cranelift IR (before optimisation):");
-    print!("{clif}");
-    if !clif.ends_with('\n') {
-        println!();
-    }
+    outln!(out, "signature:     {sig}");
+    outln!(out, "resolved:      {:?}", validated.op());
+    outln!(out, "output shape:  {:?}", validated.output_shape());
+    outln!(out, "compile time:  {}", human_time(kernel.compile_time()));
+    outln!(out, "machine code:  {} bytes", kernel.code_bytes());
+    outln!(out);
+    outln!(out, "{plan}");
+    outln!(out);
+    outln!(out, "Cranelift IR (before optimisation):");
+    outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
     if let Some(lines) = disassemble(kernel.machine_code()) {
-        println!();
-        println!("machine code (x86-64, AT&T syntax):");
+        outln!(out);
+        outln!(out, "machine code (x86-64, AT&T syntax):");
         for line in lines {
-            println!("{line}");
+            outln!(out, "{line}");
         }
     }
     Ok(())

@@ -8,31 +8,35 @@
 //! a model on a host in that mode). Without the same advice here, the comparison would measure
 //! the allocator, not the kernels.
 
+use std::fmt::Display;
+
+use crate::buffer;
+use crate::failure::Result;
+
 /// Arrays of at least this many bytes are advised (numpy's threshold).
 const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
-/// A zeroed buffer of `len` bytes; when `advise` and `len` is at least 4 MiB, its pages are
-/// advised huge before first use (a no-op off Linux, or where the kernel refuses).
-pub fn zeroed(len: usize, advise: bool) -> Vec<u8> {
-    let mut buffer = Vec::with_capacity(len);
+/// An empty buffer with room for `len` bytes; when `advise` and `len` is at least 4 MiB, its
+/// pages are advised huge before first use (a no-op off Linux, or where the kernel refuses).
+///
+/// # Errors
+/// The allocation failed (`what` names the buffer).
+pub fn with_capacity(len: usize, advise: bool, what: impl Display) -> Result<Vec<u8>> {
+    let mut buffer = buffer::with_capacity(len, what)?;
     if advise && len >= HUGE_PAGE_MIN_BYTES {
         advise_huge_pages(buffer.as_mut_ptr(), len);
     }
+    Ok(buffer)
+}
+
+/// A zeroed buffer of `len` bytes from [`with_capacity`].
+///
+/// # Errors
+/// As [`with_capacity`].
+pub fn zeroed(len: usize, advise: bool, what: impl Display) -> Result<Vec<u8>> {
+    let mut buffer = with_capacity(len, advise, what)?;
     buffer.resize(len, 0);
-    buffer
-}
-
-/// A copy of `bytes` in a buffer from [`zeroed`].
-pub fn copied(bytes: &[u8], advise: bool) -> Vec<u8> {
-    copied_at(0, bytes, advise)
-}
-
-/// A copy of `bytes` starting `offset` bytes into a buffer from [`zeroed`] (`offset` zeros
-/// before it).
-pub fn copied_at(offset: usize, bytes: &[u8], advise: bool) -> Vec<u8> {
-    let mut buffer = zeroed(offset + bytes.len(), advise);
-    buffer[offset..].copy_from_slice(bytes);
-    buffer
+    Ok(buffer)
 }
 
 #[cfg(target_os = "linux")]
@@ -57,16 +61,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn buffers_hold_what_they_were_given() {
+    fn buffers_are_zeroed_or_refused() {
         for (len, advise) in [(0, true), (5, true), (5 << 20, true), (5 << 20, false)] {
-            assert_eq!(zeroed(len, advise), vec![0u8; len]);
-            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            assert_eq!(copied(&bytes, advise), bytes);
-            for offset in [1, 16, 4095] {
-                let shifted = copied_at(offset, &bytes, advise);
-                assert!(shifted[..offset].iter().all(|&b| b == 0), "offset {offset}");
-                assert_eq!(shifted[offset..], bytes[..], "offset {offset}");
-            }
+            assert_eq!(zeroed(len, advise, "a test").unwrap(), vec![0u8; len]);
+            assert!(with_capacity(len, advise, "a test").unwrap().capacity() >= len);
         }
+        assert!(zeroed(usize::MAX, true, "a test").is_err());
     }
 }

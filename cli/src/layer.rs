@@ -13,13 +13,16 @@
 //! (its value read from the `.bin` file beside the `.xml`), and finally `--axis`.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use gather_jit::{DType, Flavor, IndexType, Op, Options, Signature};
 use roxmltree::{Document, Node, ParsingOptions};
 
-use crate::failure::{Failure, Result};
+use crate::buffer;
+use crate::failure::{Failure, Result, eprint_line};
 use crate::opargs::{dtype_parser, index_type_parser};
 use crate::random::XorShift;
 use crate::report::{self, Case, shape_text};
@@ -136,20 +139,24 @@ pub struct Parsed {
 ///
 /// # Errors
 /// An unreadable or invalid file, no gather layer, an invalid layer or a declared output that
-/// differs (status 2); a disagreement (status 1).
-pub fn main(args: &LayerArgs) -> Result<()> {
-    let text =
-        std::fs::read_to_string(&args.file).map_err(|e| Failure::io("read", &args.file, e))?;
-    let bin = std::fs::read(bin_path(&args.file)).ok();
+/// differs, buffers too large for memory (status 2); a disagreement (status 1).
+pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
+    let text = String::from_utf8(buffer::read_file(&args.file)?).map_err(|_| {
+        Failure::usage(format!(
+            "cannot read {}: it is not UTF-8 text",
+            args.file.display()
+        ))
+    })?;
+    let bin = bin_path(&args.file);
     let defaults = Defaults {
         axis: args.axis,
         dtype: args.dtype,
         index_type: args.index_type,
     };
     let parsed =
-        parse(&text, bin.as_deref(), Some(defaults)).map_err(|e| e.context(args.file.display()))?;
+        parse(&text, Some(&bin), Some(defaults)).map_err(|e| e.context(args.file.display()))?;
     for note in &parsed.notes {
-        eprintln!("note: {note}");
+        eprint_line(format_args!("note: {note}"));
     }
     if parsed.layers.is_empty() {
         return Err(Failure::usage(format!(
@@ -164,7 +171,7 @@ pub fn main(args: &LayerArgs) -> Result<()> {
         .collect();
     if let Some((last, rest)) = problems.split_last() {
         for problem in rest {
-            eprintln!("error: {}", problem.one_line());
+            eprint_line(format_args!("error: {}", problem.one_line()));
         }
         return Err(Failure::usage(last.one_line()));
     }
@@ -174,17 +181,19 @@ pub fn main(args: &LayerArgs) -> Result<()> {
         .iter()
         .map(|layer| report::run_case(&layer.random_case(&mut rng)?))
         .collect::<Result<Vec<_>>>()?;
-    report::finish(&rows, args.json)
+    report::finish(out, &rows, args.json)
 }
 
-/// Reads the gather layers of IR text. `bin` is the model's weights file, for axis constants.
+/// Reads the gather layers of IR text. `bin` is the path of the model's weights file, from
+/// which axis constants are read (only the bytes they occupy).
 ///
 /// # Errors
-/// Malformed XML, or a gather layer whose type, version, attributes or ports cannot be read.
-pub fn parse(text: &str, bin: Option<&[u8]>, defaults: Option<Defaults>) -> Result<Parsed> {
+/// Malformed XML, a gather layer whose type, version, attributes or ports cannot be read, or
+/// no memory for a copy of the text.
+pub fn parse(text: &str, bin: Option<&Path>, defaults: Option<Defaults>) -> Result<Parsed> {
     let defaults = defaults.unwrap_or_default();
     let mut notes = Vec::new();
-    let wrapped = prepare(text, &mut notes);
+    let wrapped = prepare(text, &mut notes)?;
     let options = ParsingOptions {
         allow_dtd: false,
         ..ParsingOptions::default()
@@ -221,11 +230,20 @@ const WRAPPER: &str = "gather-jit-file";
 
 /// Wraps `text` in one root element and blanks out what would stop it parsing (an XML
 /// declaration or DOCTYPE, and non-attribute tokens in start tags), keeping byte offsets.
-fn prepare(text: &str, notes: &mut Vec<String>) -> String {
+///
+/// # Errors
+/// No memory for the wrapped copy of `text`.
+fn prepare(text: &str, notes: &mut Vec<String>) -> Result<String> {
     let bytes = text.as_bytes();
-    let mut out = bytes.to_vec();
+    let open = format!("<{WRAPPER}>");
+    let close = format!("</{WRAPPER}>");
+    let len = (open.len() + close.len()).saturating_add(bytes.len());
+    let mut out = buffer::with_capacity(len, "a copy of the file's text")?;
+    out.extend_from_slice(open.as_bytes());
+    out.extend_from_slice(bytes);
+    // Ranges below are offsets into `text`; in `out` it starts after the opening tag.
     let blank = |out: &mut Vec<u8>, range: std::ops::Range<usize>| {
-        for b in &mut out[range] {
+        for b in &mut out[range.start + open.len()..range.end + open.len()] {
             if *b != b'\n' && *b != b'\r' {
                 *b = b' ';
             }
@@ -274,8 +292,10 @@ fn prepare(text: &str, notes: &mut Vec<String>) -> String {
             });
         }
     }
-    let body = String::from_utf8(out).expect("only ASCII bytes were replaced, by spaces");
-    format!("<{WRAPPER}>{body}</{WRAPPER}>")
+    out.extend_from_slice(close.as_bytes());
+    // Only whole tokens, which start and end at ASCII bytes, were replaced by spaces.
+    String::from_utf8(out)
+        .map_err(|e| Failure::disagreement(format!("the file's text became invalid UTF-8: {e}")))
 }
 
 /// Walks a start tag from just after its `<`, calling `junk` with each token that is not an
@@ -337,11 +357,12 @@ struct Model<'a, 'input> {
     edges: HashMap<(&'a str, &'a str), (&'a str, &'a str)>,
     /// Layers by id (the first one, where bare spec layers repeat an id).
     layers: HashMap<&'a str, Node<'a, 'input>>,
-    bin: Option<&'a [u8]>,
+    /// The weights file's path.
+    bin: Option<&'a Path>,
 }
 
 impl<'a, 'input> Model<'a, 'input> {
-    fn new(doc: &'a Document<'input>, bin: Option<&'a [u8]>) -> Model<'a, 'input> {
+    fn new(doc: &'a Document<'input>, bin: Option<&'a Path>) -> Model<'a, 'input> {
         let mut edges = HashMap::new();
         let mut layers = HashMap::new();
         for node in doc.descendants() {
@@ -389,24 +410,41 @@ impl<'a, 'input> Model<'a, 'input> {
                 )));
             }
         };
-        let offset: Option<usize> = attr("offset").and_then(|o| o.parse().ok());
-        let (Some(bin), Some(offset)) = (self.bin, offset) else {
-            return Err(Failure::usage(format!(
-                "the axis is Const layer {from}, whose value is in the .bin file beside the .xml, which was not found (or pass --axis)"
-            )));
-        };
-        let bytes = bin.get(offset..offset + size).ok_or_else(|| {
+        let offset: Option<u64> = attr("offset").and_then(|o| o.parse().ok());
+        let not_found = || {
             Failure::usage(format!(
-                "the .bin file is too short for the axis Const (layer {from}) at offset {offset}"
+                "the axis is Const layer {from}, whose value is in the .bin file beside the .xml, which was not found (or pass --axis)"
             ))
-        })?;
+        };
+        let (Some(bin), Some(offset)) = (self.bin, offset) else {
+            return Err(not_found());
+        };
+        // Only the constant's bytes are read: a model's weights may be larger than memory.
+        let mut file = match File::open(bin) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
+            Err(e) => return Err(Failure::io("read", bin, e)),
+        };
+        let file_len = file
+            .metadata()
+            .map_err(|e| Failure::io("read", bin, e))?
+            .len();
+        if offset.checked_add(size).is_none_or(|end| end > file_len) {
+            return Err(Failure::usage(format!(
+                "the .bin file is too short for the axis Const (layer {from}) at offset {offset}"
+            )));
+        }
+        let mut word = [0u8; 8];
+        file.seek(SeekFrom::Start(offset))
+            .and_then(|_| file.read_exact(&mut word[..size as usize]))
+            .map_err(|e| Failure::io("read", bin, e))?;
         // IR weights are little-endian.
-        Ok(Some(if size == 8 {
-            i64::from_le_bytes(bytes.try_into().expect("8 bytes"))
-        } else if element == "i32" {
-            i32::from_le_bytes(bytes.try_into().expect("4 bytes")) as i64
-        } else {
-            u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as i64
+        let [a, b, c, d, ..] = word;
+        Ok(Some(match element {
+            "i32" => i32::from_le_bytes([a, b, c, d]).into(),
+            "u32" => u32::from_le_bytes([a, b, c, d]).into(),
+            // A u64 above i64::MAX reads as a negative axis, which validation rejects.
+            _ => i64::from_le_bytes(word),
         }))
     }
 }
@@ -672,7 +710,7 @@ mod tests {
     fn prepare_keeps_line_numbers() {
         let text = "<?xml version=\"1.0\"?>\n<a x=\"1\" ... y='2'/>\n<b/>";
         let mut notes = Vec::new();
-        let out = prepare(text, &mut notes);
+        let out = prepare(text, &mut notes).unwrap();
         assert_eq!(out.lines().count(), 3);
         assert!(out.contains("<a x=\"1\"     y='2'/>"));
         assert_eq!(notes, vec!["line 2: ignored '...' in a start tag"]);

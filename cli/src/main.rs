@@ -8,12 +8,22 @@
 //! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
 //! - `layer` ([`mod@layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
 //!
-//! Exit status: 0 on success, 2 for invalid flags, files, signatures or indices (one line on
-//! stderr), 1 when the JIT and the interpreter disagree (a bug in the crate).
+//! Exit status: 0 on success (or when stdout's reader goes away, as with `| head`), 2 for invalid
+//! flags, files, signatures or indices and for buffers too large for memory (one line on
+//! stderr, never an abort), 1 when the JIT and the interpreter disagree (a bug in the crate).
 //!
 //! The CLI uses the library's public API only; `docs/cli.md` is its user guide.
 
+/// `writeln!` to a subcommand's output that returns [`Failure::stdout`] from the function if it
+/// fails, so that a closed pipe stops the command quietly.
+macro_rules! outln {
+    ($out:expr $(, $($arg:tt)*)?) => {
+        writeln!($out $(, $($arg)*)?).map_err($crate::failure::Failure::stdout)?
+    };
+}
+
 mod bench;
+mod buffer;
 mod demo;
 mod explain;
 mod failure;
@@ -25,12 +35,13 @@ mod random;
 mod report;
 mod run;
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
-use crate::failure::Failure;
+use crate::failure::{Failure, eprint_line};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -66,17 +77,22 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(e),
     };
+    // Output goes through one locked handle with `writeln!`, whose errors the subcommands
+    // return, so that a closed pipe stops the command instead of panicking in `println!`.
+    let mut out = io::stdout().lock();
     let result = match cli.command {
-        Command::Demo(args) => demo::main(&args),
-        Command::Run(args) => run::main(&args),
-        Command::Explain(args) => explain::main(&args),
-        Command::Bench(args) => bench::main(&args),
-        Command::Layer(args) => layer::main(&args),
-    };
+        Command::Demo(args) => demo::main(&args, &mut out),
+        Command::Run(args) => run::main(&args, &mut out),
+        Command::Explain(args) => explain::main(&args, &mut out),
+        Command::Bench(args) => bench::main(&args, &mut out),
+        Command::Layer(args) => layer::main(&args, &mut out),
+    }
+    .and_then(|()| out.flush().map_err(Failure::stdout));
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(failure) if failure.is_quiet() => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", failure.one_line());
+            eprint_line(format_args!("error: {}", failure.one_line()));
             ExitCode::from(failure.code)
         }
     }
@@ -104,7 +120,10 @@ fn clap_exit(e: clap::Error) -> ExitCode {
                 .collect();
             let message = first_paragraph.join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            eprintln!("error: {}", Failure::usage(message).one_line());
+            eprint_line(format_args!(
+                "error: {}",
+                Failure::usage(message).one_line()
+            ));
             ExitCode::from(Failure::USAGE)
         }
     }

@@ -68,12 +68,12 @@ pub struct Array {
     pub bytes: Vec<u8>,
 }
 
-/// Parses an `.npy` file's contents.
+/// Parses an `.npy` file's contents, reusing `file`'s buffer for the array's bytes.
 ///
 /// # Errors
-/// A message naming what is wrong: magic, version, header, an unsupported `descr`, or a data
-/// length that does not match the shape.
-pub fn parse(file: &[u8]) -> Result<Array, String> {
+/// A message naming what is wrong: magic, version, header, an unsupported `descr`, a data
+/// length that does not match the shape, or no memory to reorder a Fortran-order array.
+pub fn parse(mut file: Vec<u8>) -> Result<Array, String> {
     if !file.starts_with(MAGIC) || file.len() < 10 {
         return Err("not an .npy file (no \\x93NUMPY magic)".into());
     }
@@ -93,40 +93,42 @@ pub fn parse(file: &[u8]) -> Result<Array, String> {
     let header = std::str::from_utf8(&file[header_start..header_end])
         .map_err(|_| "the .npy header is not text")?;
     let header = Header::parse(header)?;
-    let (element, big_endian) = parse_descr(&header.descr)?;
-    let len = header
-        .shape
+    let (element, big_endian) = parse_descr(header.descr)?;
+    let shape = header.shape;
+    let fortran_order = header.fortran_order;
+    let len = shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .and_then(|n| n.checked_mul(element.size))
         .ok_or("shape too large")?;
-    let body = &file[header_end..];
-    if body.len() != len {
+    let body_len = file.len() - header_end;
+    if body_len != len {
         return Err(format!(
-            "expected {len} bytes of data for shape {:?} and descr '{}', found {}",
-            header.shape,
+            "expected {len} bytes of data for shape {shape:?} and descr '{}', found {body_len}",
             header.descr,
-            body.len()
         ));
     }
-    let mut bytes = body.to_vec();
+    // The data moves to the front of the file's buffer: no second copy of a large array.
+    file.drain(..header_end);
+    let mut bytes = file;
     if big_endian != cfg!(target_endian = "big") && element.size > 1 && element.kind != b'V' {
         for chunk in bytes.chunks_exact_mut(element.size) {
             chunk.reverse();
         }
     }
-    if header.fortran_order && header.shape.len() > 1 {
-        bytes = fortran_to_c(&bytes, &header.shape, element.size);
+    if fortran_order && shape.len() > 1 {
+        bytes = fortran_to_c(&bytes, &shape, element.size)?;
     }
     Ok(Array {
         element,
-        shape: header.shape,
+        shape,
         bytes,
     })
 }
 
-/// Serialises native-endian C-order bytes as an `.npy` file.
-pub fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
+/// The start of an `.npy` file holding native-endian C-order data of `shape`: magic, version,
+/// header length and header, padded so that the data that follows starts at a multiple of 64.
+pub fn header(element: ElementType, shape: &[usize]) -> Vec<u8> {
     let shape_text = match shape {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
@@ -148,7 +150,7 @@ pub fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8>
     let total = (prefix + header.len() + 1).div_ceil(64) * 64;
     header.extend(std::iter::repeat_n(' ', total - prefix - header.len() - 1));
     header.push('\n');
-    let mut out = Vec::with_capacity(total + bytes.len());
+    let mut out = Vec::with_capacity(total);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[version, 0]);
     if version == 1 {
@@ -157,21 +159,30 @@ pub fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8>
         out.extend_from_slice(&(header.len() as u32).to_le_bytes());
     }
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(bytes);
     out
 }
 
 /// The three keys of an `.npy` header dict.
-struct Header {
-    descr: String,
+struct Header<'a> {
+    descr: &'a str,
     fortran_order: bool,
     shape: Vec<usize>,
 }
 
-impl Header {
+/// How much of a malformed header an error message quotes (a header may be gigabytes long).
+const QUOTED_HEADER_CHARS: usize = 120;
+
+impl<'a> Header<'a> {
     /// Parses the Python dict literal `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`.
-    fn parse(text: &str) -> Result<Header, String> {
-        let bad = |what: &str| format!("malformed .npy header ({what}): {}", text.trim());
+    fn parse(text: &'a str) -> Result<Header<'a>, String> {
+        let bad = |what: &str| {
+            let text = text.trim();
+            let quoted = match text.char_indices().nth(QUOTED_HEADER_CHARS) {
+                Some((end, _)) => format!("{}...", &text[..end]),
+                None => text.to_string(),
+            };
+            format!("malformed .npy header ({what}): {quoted}")
+        };
         let mut p = Cursor::new(text);
         p.expect(b'{').ok_or_else(|| bad("no '{'"))?;
         let (mut descr, mut fortran_order, mut shape) = (None, None, None);
@@ -181,7 +192,7 @@ impl Header {
             }
             let key = p.string().ok_or_else(|| bad("key"))?;
             p.expect(b':').ok_or_else(|| bad("':'"))?;
-            match key.as_str() {
+            match key {
                 "descr" => {
                     if p.peek() == Some(b'[') {
                         return Err("structured dtypes are not supported".into());
@@ -191,7 +202,7 @@ impl Header {
                 "fortran_order" => {
                     fortran_order = Some(p.boolean().ok_or_else(|| bad("fortran_order"))?)
                 }
-                "shape" => shape = Some(p.tuple().ok_or_else(|| bad("shape"))?),
+                "shape" => shape = Some(p.tuple()?.ok_or_else(|| bad("shape"))?),
                 other => return Err(bad(&format!("unknown key '{other}'"))),
             }
             if !p.eat(b',') {
@@ -241,12 +252,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// A quoted string without escapes.
-    fn string(&mut self) -> Option<String> {
+    fn string(&mut self) -> Option<&'a str> {
         let quote = self.peek().filter(|&q| q == b'\'' || q == b'"')?;
         let start = self.at + 1;
         let len = self.text[start..].iter().position(|&b| b == quote)?;
         self.at = start + len + 1;
-        String::from_utf8(self.text[start..start + len].to_vec()).ok()
+        std::str::from_utf8(&self.text[start..start + len]).ok()
     }
 
     fn boolean(&mut self) -> Option<bool> {
@@ -260,25 +271,40 @@ impl<'a> Cursor<'a> {
         None
     }
 
-    /// A tuple of non-negative integers: `()`, `(3,)`, `(2, 3)`.
-    fn tuple(&mut self) -> Option<Vec<usize>> {
-        self.expect(b'(')?;
+    /// A tuple of non-negative integers: `()`, `(3,)`, `(2, 3)`; `Ok(None)` if malformed.
+    ///
+    /// # Errors
+    /// No memory for the dims (a header may list millions).
+    fn tuple(&mut self) -> Result<Option<Vec<usize>>, String> {
+        if self.expect(b'(').is_none() {
+            return Ok(None);
+        }
         let mut dims = Vec::new();
         loop {
             if self.eat(b')') {
-                return Some(dims);
+                return Ok(Some(dims));
             }
-            self.peek()?;
+            if self.peek().is_none() {
+                return Ok(None);
+            }
             let digits = self.text[self.at..]
                 .iter()
                 .take_while(|b| b.is_ascii_digit())
                 .count();
-            let number = std::str::from_utf8(&self.text[self.at..self.at + digits]).ok()?;
-            dims.push(number.parse().ok()?);
+            let number = std::str::from_utf8(&self.text[self.at..self.at + digits]).ok();
+            let Some(dim) = number.and_then(|n| n.parse().ok()) else {
+                return Ok(None);
+            };
+            dims.try_reserve(1).map_err(|_| {
+                format!(
+                    "cannot allocate memory for the {} dims of the shape",
+                    dims.len() + 1
+                )
+            })?;
+            dims.push(dim);
             self.at += digits;
             if !self.eat(b',') {
-                self.expect(b')')?;
-                return Some(dims);
+                return Ok(self.expect(b')').map(|()| dims));
             }
         }
     }
@@ -309,10 +335,19 @@ fn parse_descr(descr: &str) -> Result<(ElementType, bool), String> {
 }
 
 /// Reorders a Fortran-order (column-major) buffer into C order.
-fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
+///
+/// # Errors
+/// No memory for the reordered copy.
+fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(bytes.len()).map_err(|_| {
+        format!(
+            "cannot allocate {} bytes to reorder the Fortran-order data",
+            bytes.len()
+        )
+    })?;
     if bytes.is_empty() {
-        return out;
+        return Ok(out);
     }
     // Column-major strides, in elements.
     let mut strides = vec![1usize; shape.len()];
@@ -327,7 +362,7 @@ fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
         let mut d = shape.len();
         loop {
             if d == 0 {
-                return out;
+                return Ok(out);
             }
             d -= 1;
             coords[d] += 1;
@@ -345,6 +380,12 @@ fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
+        let mut file = header(element, shape);
+        file.extend_from_slice(bytes);
+        file
+    }
+
     #[test]
     fn round_trip_keeps_type_shape_and_bytes() {
         for (dtype, shape) in [
@@ -358,7 +399,7 @@ mod tests {
             let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
             let file = serialize(ElementType::of(dtype), &shape, &bytes);
             assert_eq!(file.len() % 64, len % 64, "data starts at a multiple of 64");
-            let array = parse(&file).unwrap();
+            let array = parse(file).unwrap();
             assert_eq!(array.element.dtype(), Some(dtype));
             assert_eq!(array.shape, shape);
             assert_eq!(array.bytes, bytes);
@@ -376,7 +417,7 @@ mod tests {
         for v in [1i16, 4, 2, 5, 3, 6] {
             file.extend_from_slice(&v.to_be_bytes());
         }
-        let array = parse(&file).unwrap();
+        let array = parse(file).unwrap();
         let values: Vec<i16> = array
             .bytes
             .chunks_exact(2)
@@ -388,12 +429,27 @@ mod tests {
 
     #[test]
     fn rejects_what_it_cannot_read() {
-        assert!(parse(b"PK\x03\x04").is_err());
+        assert!(parse(b"PK\x03\x04".to_vec()).is_err());
         let file = serialize(ElementType::of(DType::F32), &[4], &[0; 12]);
-        assert!(parse(&file).unwrap_err().contains("expected 16 bytes"));
+        assert!(parse(file).unwrap_err().contains("expected 16 bytes"));
         let mut file = serialize(ElementType::of(DType::F32), &[1], &[0; 4]);
         let at = file.windows(3).position(|w| w == b"<f4").unwrap();
         file[at..at + 3].copy_from_slice(b"<c8");
-        assert!(parse(&file).unwrap_err().contains("'<c8' is not supported"));
+        assert!(parse(file).unwrap_err().contains("'<c8' is not supported"));
+    }
+
+    #[test]
+    fn a_long_malformed_header_is_quoted_in_part() {
+        let header = format!("{{'descr': '<f4', 'shape': ({}", "1, ".repeat(100_000));
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&[2, 0]);
+        file.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        file.extend_from_slice(header.as_bytes());
+        let error = parse(file).unwrap_err();
+        assert!(
+            error.starts_with("malformed .npy header (shape)"),
+            "{error}"
+        );
+        assert!(error.len() < 200 && error.ends_with("..."), "{error}");
     }
 }

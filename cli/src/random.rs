@@ -1,44 +1,38 @@
 //! Seeded random inputs: data bytes and indices that are valid for a signature, from the
 //! library's [`gather_jit::workloads`] generator, with a usage error where none can be valid.
 
-pub use gather_jit::workloads::XorShift;
-use gather_jit::workloads::random_indices_below;
-use gather_jit::{OutOfRange, Validated};
+use std::fmt::Display;
 
+pub use gather_jit::workloads::XorShift;
+use gather_jit::{OutOfRange, ResolvedOp, Validated};
+
+use crate::buffer;
 use crate::failure::{Failure, Result};
 
 /// `len` random bytes: data for any element type (gather only moves bytes, so NaN patterns in
-/// float data are fine; agreement is checked byte for byte).
-pub fn bytes(len: usize, rng: &mut XorShift) -> Vec<u8> {
-    let mut out = vec![0; len];
+/// float data are fine; agreement is checked byte for byte). `what` names the buffer in an
+/// allocation error.
+///
+/// # Errors
+/// The buffer cannot be allocated.
+pub fn bytes(len: usize, rng: &mut XorShift, what: impl Display) -> Result<Vec<u8>> {
+    let mut out = buffer::zeroed(len, what)?;
     rng.fill(&mut out);
-    out
+    Ok(out)
 }
 
 /// Random data bytes and valid indices for `validated`, drawn in that order from `rng`.
 ///
 /// # Errors
-/// As [`valid_indices`].
+/// As [`push_valid_indices`], or no memory for the data.
 pub fn inputs(validated: &Validated, rng: &mut XorShift) -> Result<(Vec<u8>, Vec<u8>)> {
-    inputs_below(validated, rng, u64::MAX)
-}
-
-/// As [`inputs`], with every index also below `limit` (see
-/// [`gather_jit::workloads::random_indices_below`]): a gather that reads only a corner of
-/// data.
-///
-/// # Errors
-/// As [`valid_indices`].
-pub fn inputs_below(
-    validated: &Validated,
-    rng: &mut XorShift,
-    limit: u64,
-) -> Result<(Vec<u8>, Vec<u8>)> {
-    let data = bytes(
-        validated.data_len() * validated.signature().dtype.size(),
-        rng,
-    );
-    Ok((data, valid_indices(validated, rng, limit)?))
+    let len = buffer::byte_len(
+        validated.data_len(),
+        validated.signature().dtype.size(),
+        "the data",
+    )?;
+    let data = bytes(len, rng, "the data")?;
+    Ok((data, valid_indices(validated, rng, u64::MAX)?))
 }
 
 /// Random indices that are all in range for `validated` and below `limit` (0 counts as 1):
@@ -46,16 +40,40 @@ pub fn inputs_below(
 /// type's largest value + 1).
 ///
 /// # Errors
-/// If a data dim that indices point into is empty, no valid index exists (unless the policy
-/// zero-fills out-of-range slices, in which case 0 is used).
+/// As [`push_valid_indices`].
 pub fn valid_indices(validated: &Validated, rng: &mut XorShift, limit: u64) -> Result<Vec<u8>> {
+    let mut indices = Vec::new();
+    push_valid_indices(validated, rng, limit, &mut indices)?;
+    Ok(indices)
+}
+
+/// Appends the indices of [`valid_indices`] to `out`, which may have been given room for them
+/// (as `bench` gives a buffer advised huge pages).
+///
+/// The values are those of [`gather_jit::workloads::random_indices_below`] for the same `rng`,
+/// which allocates infallibly, so the loop is repeated here around a fallible reservation.
+///
+/// # Errors
+/// If a data dim that indices point into is empty, no valid index exists (unless the policy
+/// zero-fills out-of-range slices, in which case 0 is used); no memory for the indices.
+pub fn push_valid_indices(
+    validated: &Validated,
+    rng: &mut XorShift,
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let sig = validated.signature();
+    let shape = &sig.indices_shape;
     let needs_valid = validated.indices_len() > 0 && sig.policy.out_of_range != OutOfRange::Zero;
     if needs_valid {
-        let depth = sig.indices_shape.last().copied().unwrap_or(1);
-        // Every data dim an index can select (GatherND: one per tuple coordinate).
+        // Every data dim an index can select: GatherND's one per tuple coordinate, the axis
+        // of the others (whatever the size of the indices' last dim).
+        let depth = match validated.op() {
+            ResolvedOp::GatherNd { index_depth, .. } => index_depth,
+            _ => 1,
+        };
         for coordinate in 0..depth {
-            let mut position = vec![0; sig.indices_shape.len()];
+            let mut position = vec![0; shape.len()];
             if let Some(last) = position.last_mut() {
                 *last = coordinate;
             }
@@ -68,7 +86,25 @@ pub fn valid_indices(validated: &Validated, rng: &mut XorShift, limit: u64) -> R
             }
         }
     }
-    Ok(random_indices_below(validated, rng, limit))
+    let index_type = sig.index_type;
+    let len = buffer::byte_len(validated.indices_len(), index_type.size(), "the indices")?;
+    out.try_reserve_exact(len)
+        .map_err(|_| Failure::allocation(len, "the indices"))?;
+    let mut position = vec![0usize; shape.len()];
+    for flat in 0..validated.indices_len() {
+        // Only the last coordinate decides which dim a GatherND index selects.
+        if let Some(last) = position.last_mut() {
+            *last = flat % shape[shape.len() - 1];
+        }
+        let dim = sig.data_shape[validated.indexed_data_dim(&position)] as u64;
+        let bound = dim
+            .min(index_type.max_value().saturating_add(1))
+            .min(limit.max(1));
+        let value = if bound == 0 { 0 } else { rng.below(bound) };
+        let fits = index_type.try_encode(value.into(), out);
+        debug_assert!(fits, "below the type's maximum");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -102,7 +138,7 @@ mod tests {
         let validated = Signature::gather_nd(&[3, 500], &[1000, 2], 0)
             .validate()
             .unwrap();
-        let (_, bytes) = inputs_below(&validated, &mut XorShift::new(7), 10).unwrap();
+        let bytes = valid_indices(&validated, &mut XorShift::new(7), 10).unwrap();
         let values: Vec<i64> = bytes
             .chunks_exact(8)
             .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
@@ -128,13 +164,41 @@ mod tests {
 
     #[test]
     fn same_seed_same_bytes() {
-        assert_eq!(
-            bytes(13, &mut XorShift::new(3)),
-            bytes(13, &mut XorShift::new(3))
-        );
-        assert_ne!(
-            bytes(13, &mut XorShift::new(3)),
-            bytes(13, &mut XorShift::new(4))
+        let bytes = |seed| bytes(13, &mut XorShift::new(seed), "a test").unwrap();
+        assert_eq!(bytes(3), bytes(3));
+        assert_ne!(bytes(3), bytes(4));
+    }
+
+    #[test]
+    fn indices_are_the_librarys() {
+        use gather_jit::workloads::random_indices_below;
+        let signatures = [
+            Signature::gather(&[7, 300], &[5, 4], 1, 0),
+            Signature::gather(&[1000], &[], 0, 0).with_index_type(gather_jit::IndexType::U8),
+            Signature::gather_nd(&[3, 5, 7], &[10, 2], 0)
+                .with_index_type(gather_jit::IndexType::I16),
+            Signature::gather_elements(&[4, 6], &[9, 6], 0),
+        ];
+        for signature in signatures {
+            let validated = signature.validate().unwrap();
+            for limit in [u64::MAX, 3] {
+                let ours = valid_indices(&validated, &mut XorShift::new(11), limit).unwrap();
+                let theirs = random_indices_below(&validated, &mut XorShift::new(11), limit);
+                assert_eq!(ours, theirs, "{signature} below {limit}");
+            }
+        }
+    }
+
+    #[test]
+    fn indices_too_large_for_memory_are_an_error() {
+        let validated = Signature::gather(&[2], &[1 << 58], 0, 0)
+            .validate()
+            .unwrap();
+        let e = valid_indices(&validated, &mut XorShift::new(1), u64::MAX).unwrap_err();
+        assert!(
+            e.one_line().starts_with("cannot allocate"),
+            "{}",
+            e.one_line()
         );
     }
 }

@@ -1,6 +1,7 @@
 //! One case through the JIT and the interpreter, and the table `demo` and `layer` print.
 
 use std::hint::black_box;
+use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use gather_jit::interp::interpret;
@@ -8,6 +9,7 @@ use gather_jit::specialize::Plan;
 use gather_jit::{Kernel, Signature};
 use serde_json::{Value, json};
 
+use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::random::XorShift;
 
@@ -29,7 +31,8 @@ impl Case {
     /// `signature` on seeded random data and random valid indices, with no spec output.
     ///
     /// # Errors
-    /// An invalid signature, or no valid index (an empty indexed dim), naming the case.
+    /// An invalid signature, no valid index (an empty indexed dim), or no memory for the
+    /// inputs, naming the case.
     pub fn random(label: String, signature: Signature, rng: &mut XorShift) -> Result<Case> {
         let validated = signature
             .validate()
@@ -107,17 +110,30 @@ const TIMING_BUDGET: Duration = Duration::from_millis(50);
 /// Compiles and runs `case` through the JIT and the interpreter and compares them.
 ///
 /// # Errors
-/// The signature's validation error (exit 2), naming the case.
+/// The signature's validation error, or an output too large for memory (exit 2), naming the
+/// case.
 pub fn run_case(case: &Case) -> Result<Row> {
     let sig = &case.signature;
     let kernel = Kernel::compile(sig).map_err(|e| Failure::from(e).context(&case.label))?;
     let validated = kernel.validated();
 
-    let mut output = vec![0u8; validated.output_len() * sig.dtype.size()];
+    let output_bytes = buffer::byte_len(validated.output_len(), sig.dtype.size(), "the output")
+        .map_err(|e| e.context(&case.label))?;
+    let mut output =
+        buffer::zeroed(output_bytes, "the JIT's output").map_err(|e| e.context(&case.label))?;
     let jit_result = kernel.run_bytes(&case.data, &case.indices, &mut output);
     let started = Instant::now();
     let interp_result = interpret(validated, &case.data, &case.indices);
     let interp = started.elapsed();
+    // Memory running out is the machine's limit, not a disagreement between the two.
+    for (who, result) in [
+        ("JIT", jit_result.as_ref().err()),
+        ("interpreter", interp_result.as_ref().err()),
+    ] {
+        if let Some(e) = result.filter(|e| e.category() == "allocation failed") {
+            return Err(Failure::usage(format!("{}: the {who}: {e}", case.label)));
+        }
+    }
 
     let (agreement, detail) = match (&jit_result, &interp_result) {
         (Ok(()), Ok(expected)) if *expected == output => match &case.expected {
@@ -266,7 +282,10 @@ pub fn shape_text(shape: &[usize]) -> String {
 }
 
 /// Prints rows as an aligned text table.
-pub fn print_table(rows: &[Row]) {
+///
+/// # Errors
+/// Writing to `out` failed.
+pub fn print_table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
     let header = [
         "case", "op", "data", "indices", "output", "types", "compile", "jit", "interp", "GB/s",
         "agree",
@@ -295,7 +314,7 @@ pub fn print_table(rows: &[Row]) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: &[String]| {
+    let mut line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
             .zip(widths)
@@ -309,18 +328,19 @@ pub fn print_table(rows: &[Row]) {
                 }
             })
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        writeln!(out, "{}", padded.join("  ").trim_end())
     };
-    line(&header.map(String::from));
-    line(&widths.map(|w| "-".repeat(w)));
+    line(&header.map(String::from))?;
+    line(&widths.map(|w| "-".repeat(w)))?;
     for row in &cells {
-        line(row);
+        line(row)?;
     }
     for row in rows {
         if let Some(detail) = &row.detail {
-            println!("{}: {detail}", row.label);
+            writeln!(out, "{}: {detail}", row.label)?;
         }
     }
+    Ok(())
 }
 
 /// The rows as a JSON array (times in nanoseconds).
@@ -351,20 +371,20 @@ pub fn rows_json(rows: &[Row]) -> Value {
 /// Prints the rows (table or JSON) and fails with status 1 if any row disagrees.
 ///
 /// # Errors
-/// A disagreement, naming the rows.
-pub fn finish(rows: &[Row], as_json: bool) -> Result<()> {
-    if as_json {
-        println!("{}", rows_json(rows));
+/// A disagreement, naming the rows (even if `out` was closed), else a failed write.
+pub fn finish(out: &mut dyn Write, rows: &[Row], as_json: bool) -> Result<()> {
+    let printed = if as_json {
+        writeln!(out, "{}", rows_json(rows))
     } else {
-        print_table(rows);
-    }
+        print_table(out, rows)
+    };
     let bad: Vec<&str> = rows
         .iter()
         .filter(|r| r.agreement == Agreement::No)
         .map(|r| r.label.as_str())
         .collect();
     if bad.is_empty() {
-        Ok(())
+        printed.map_err(Failure::stdout)
     } else {
         Err(Failure::disagreement(format!(
             "JIT and interpreter disagree on {}",

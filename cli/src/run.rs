@@ -1,5 +1,6 @@
 //! `gather-jit run`: one op on `.npy` files.
 
+use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -7,6 +8,7 @@ use clap::Args;
 use gather_jit::interp::interpret;
 use gather_jit::{Kernel, Validated};
 
+use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::npy::{self, Array, ElementType};
 use crate::opargs::OpArgs;
@@ -17,7 +19,7 @@ use crate::opargs::OpArgs;
 /// bf16 as a 2-byte void `|V2`), little- or big-endian, C or Fortran order. The data and index
 /// types come from the files. The output gets the data's element type, native byte order, C
 /// order. On any error nothing is written: the output goes to a temporary file beside OUT,
-/// renamed over OUT only when complete.
+/// renamed over OUT only when complete. OUT may not be an input (also through a link).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit run --op gather --axis 1 data.npy indices.npy -o out.npy
@@ -40,15 +42,22 @@ pub struct RunArgs {
 /// Runs `gather-jit run`.
 ///
 /// # Errors
-/// Unreadable or unsupported files, an invalid signature, a rejected index (its position and
-/// value), a failed write (status 2); a disagreement under `--check` (status 1).
-pub fn main(args: &RunArgs) -> Result<()> {
+/// Unreadable or unsupported files, an output that is an input, an invalid signature, a
+/// rejected index (its position and value), an output too large for memory, a failed write
+/// (status 2); a disagreement under `--check` (status 1).
+pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
+    refuse_to_overwrite(
+        &args.output,
+        &[("data", &args.data), ("indices", &args.indices)],
+    )?;
     let data = read(&args.data)?;
     let indices = read(&args.indices)?;
-    let dtype = data
-        .element
-        .dtype()
-        .expect("the reader accepts only IR element types");
+    let dtype = data.element.dtype().ok_or_else(|| {
+        Failure::usage(format!(
+            "{}: not an element type gather-jit supports",
+            args.data.display()
+        ))
+    })?;
     let index_type = indices.element.index_type().ok_or_else(|| {
         Failure::usage(format!(
             "{}: indices must have an integer type, found {}",
@@ -61,21 +70,52 @@ pub fn main(args: &RunArgs) -> Result<()> {
         .signature(&data.shape, &indices.shape, dtype, index_type)?;
     let kernel = Kernel::compile(&sig)?;
     let validated = kernel.validated();
-    let mut output = vec![0u8; validated.output_len() * dtype.size()];
+    let what = format!("the output of {}", sig.op);
+    let len = buffer::byte_len(validated.output_len(), dtype.size(), &what)?;
+    let mut output = buffer::zeroed(len, &what)?;
     kernel.run_bytes(&data.bytes, &indices.bytes, &mut output)?;
     if args.check {
         check(validated, &data, &indices, &output)?;
     }
-    let file = npy::serialize(ElementType::of(dtype), validated.output_shape(), &output);
-    write_atomically(&args.output, &file)?;
-    println!(
+    let header = npy::header(ElementType::of(dtype), validated.output_shape());
+    write_atomically(&args.output, &[&header, &output])?;
+    writeln!(
+        out,
         "wrote {}: {} {:?} ({})",
         args.output.display(),
         dtype,
         validated.output_shape(),
         sig.op
-    );
+    )
+    .map_err(Failure::stdout)
+}
+
+/// Fails if `output` is the same file as one of `inputs` (the same path, or the same file
+/// through a symlink or a hard link): the rename over it would replace an input.
+fn refuse_to_overwrite(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    for &(role, input) in inputs {
+        if same_file(output, input) {
+            return Err(Failure::usage(format!(
+                "the output {} is the same file as the {role} input {}: inputs are never overwritten, write the output elsewhere",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Whether `a` and `b` name one existing file (after following symlinks).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(a), Ok(b)) = (fs::metadata(a), fs::metadata(b)) {
+            return (a.dev(), a.ino()) == (b.dev(), b.ino());
+        }
+    }
+    // A path that does not exist (yet) fails to resolve: it is not a file that was read.
+    matches!((fs::canonicalize(a), fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
 }
 
 fn dtype_name(array: &Array) -> &'static str {
@@ -83,8 +123,8 @@ fn dtype_name(array: &Array) -> &'static str {
 }
 
 fn read(path: &Path) -> Result<Array> {
-    let bytes = std::fs::read(path).map_err(|e| Failure::io("read", path, e))?;
-    npy::parse(&bytes).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+    let bytes = buffer::read_file(path)?;
+    npy::parse(bytes).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 
 /// Runs the interpreter on the same inputs and compares.
@@ -101,9 +141,9 @@ fn check(validated: &Validated, data: &Array, indices: &Array, output: &[u8]) ->
     Ok(())
 }
 
-/// Writes `bytes` to a temporary file in `path`'s directory and renames it to `path`, so that
-/// `path` is either untouched or complete.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `parts` one after another to a temporary file in `path`'s directory and renames it to
+/// `path`, so that `path` is either untouched or complete.
+fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -116,7 +156,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = builder
         .tempfile_in(dir)
         .map_err(|e| Failure::io("create a temporary file in", dir, e))?;
-    file.write_all(bytes)
+    parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
         .and_then(|()| file.as_file().sync_all())
         .map_err(|e| Failure::io("write", file.path(), e))?;
     file.persist(path)

@@ -5,6 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 
 use assert_cmd::cargo::cargo_bin_cmd;
 use serde_json::Value;
@@ -37,6 +38,13 @@ fn ok(args: &[&str]) -> String {
 #[track_caller]
 fn usage_error(args: &[&str]) -> String {
     let out = gather_jit().args(args).output().expect("the binary runs");
+    one_error_line(args, out)
+}
+
+/// Expects `out` to be exit status 2 with exactly one line on stderr and nothing on stdout;
+/// returns that line.
+#[track_caller]
+fn one_error_line(args: &[&str], out: Output) -> String {
     assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
     let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
     let lines: Vec<&str> = stderr.lines().collect();
@@ -122,6 +130,38 @@ fn path(dir: &TempDir, name: &str) -> String {
     dir.path().join(name).to_str().unwrap().to_string()
 }
 
+/// Runs the binary with `args` under `ulimit -v kib`: a limit on the address space, so that an
+/// allocation larger than it fails at once, whatever the machine's memory and overcommit mode.
+#[cfg(target_os = "linux")]
+fn under_memory_limit(kib: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_gather-jit"))
+        .args(args)
+        .output()
+        .expect("sh runs")
+}
+
+/// An `.npy` file at `path` whose data (`bytes` of it) reads as zeros, written sparse: a large
+/// input costs neither time nor disk.
+fn sparse_npy(path: &Path, descr: &str, shape: &[usize], bytes: u64) {
+    fs::write(path, npy(descr, false, shape, &[])).unwrap();
+    let file = fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.set_len(file.metadata().unwrap().len() + bytes)
+        .unwrap();
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &TempDir) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 // ---------------------------------------------------------------------------------------------
 // demo
 
@@ -150,6 +190,73 @@ fn demo_prints_the_table_and_agrees_everywhere() {
         "{embedding}"
     );
     assert!(out.contains("Gather-1 (line"), "{out}");
+}
+
+/// The demo needs about 0.4 GB at once (the Gather-1 layer's two 194 MB outputs); with less,
+/// it says which buffer did not fit instead of aborting.
+#[cfg(target_os = "linux")]
+#[test]
+fn demo_under_a_memory_limit_fails_with_one_line() {
+    let out = under_memory_limit(300_000, &["demo"]);
+    if out.status.success() {
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(stdout.lines().count(), 2 + 12 + 5 + 4 + 1, "{stdout}");
+        return;
+    }
+    let line = one_error_line(&["demo (ulimit -v 300000)"], out);
+    assert!(line.contains("allocate"), "{line}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// stdout closed early (`gather-jit ... | head -1`)
+
+/// Runs `args` with stdout a pipe whose reading end is already closed (as after `head -1`
+/// exits), so that every write fails with a broken pipe; expects a quiet stop with status 0.
+#[track_caller]
+fn stops_quietly_on_a_closed_stdout(args: &[&str]) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_gather-jit"))
+        .args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+}
+
+#[test]
+fn every_subcommand_stops_quietly_when_stdout_is_closed() {
+    let signature = [
+        "--op",
+        "gather",
+        "--data-shape",
+        "4x4",
+        "--indices-shape",
+        "2",
+    ];
+    stops_quietly_on_a_closed_stdout(&[&["explain"], &signature[..]].concat());
+    stops_quietly_on_a_closed_stdout(&[&["explain", "--json"], &signature[..]].concat());
+    let bench = ["bench", "--time-ms", "5"];
+    stops_quietly_on_a_closed_stdout(&[&bench[..], &signature[..]].concat());
+    stops_quietly_on_a_closed_stdout(&[&bench[..], &signature[..], &["--json"]].concat());
+    let seeds = seed_layers();
+    let seeds = seeds.to_str().unwrap();
+    stops_quietly_on_a_closed_stdout(&["layer", seeds, "--json"]);
+    stops_quietly_on_a_closed_stdout(&["demo"]);
+    // The output file is written before the line that says so.
+    let dir = dir_with_data();
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[1], &[1]);
+    let out = path(&dir, "out.npy");
+    let data = path(&dir, "data.npy");
+    stops_quietly_on_a_closed_stdout(&["run", "--op", "gather", &data, &indices, "-o", &out]);
+    assert_eq!(
+        read_npy(Path::new(&out)).1,
+        le(&[3.0f32, 4.0], f32::to_le_bytes)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,6 +435,115 @@ fn run_rejects_bad_flags_and_files_without_writing() {
     ]);
     assert!(line.contains("'<c8' is not supported"), "{line}");
     assert!(!Path::new(&out).exists());
+}
+
+/// The output of a gather may be far larger than its inputs: here 2^40 bytes from 1 MiB of
+/// data and 1 MiB of indices.
+#[cfg(target_os = "linux")]
+#[test]
+fn run_output_too_large_for_memory_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.npy");
+    sparse_npy(&data, "<f4", &[1, 262_144], 1 << 20);
+    let indices = dir.path().join("indices.npy");
+    sparse_npy(&indices, "|u1", &[1 << 20], 1 << 20);
+    let out = path(&dir, "out.npy");
+    let args = [
+        "run",
+        "--op",
+        "gather",
+        data.to_str().unwrap(),
+        indices.to_str().unwrap(),
+        "-o",
+        &out,
+    ];
+    let line = one_error_line(&args, under_memory_limit(4_000_000, &args));
+    assert_eq!(
+        line,
+        "error: cannot allocate 1099511627776 bytes for the output of Gather(axis=0, batch_dims=0)"
+    );
+    assert_eq!(
+        names(&dir),
+        ["data.npy", "indices.npy"],
+        "nothing is written"
+    );
+}
+
+/// A 300 MB input is held once, not also copied: it runs in 500 MB of address space.
+#[cfg(target_os = "linux")]
+#[test]
+fn run_holds_an_input_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data.npy");
+    sparse_npy(&data, "|u1", &[300_000_000], 300_000_000);
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[1], &[299_999_999]);
+    let out = path(&dir, "out.npy");
+    let args = [
+        "run",
+        "--op",
+        "gather",
+        data.to_str().unwrap(),
+        &indices,
+        "-o",
+        &out,
+    ];
+    let run = under_memory_limit(500_000, &args);
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(read_npy(Path::new(&out)).1, [0]);
+    // An input larger than the limit is an error naming it.
+    let line = one_error_line(&args, under_memory_limit(200_000, &args));
+    assert!(
+        line.starts_with("error: cannot allocate 300000128 bytes for the contents of ")
+            && line.ends_with("data.npy"),
+        "{line}"
+    );
+}
+
+/// `-o` naming an input, by the same path or another, through a symlink or a hard link, is
+/// refused before anything is read or written.
+#[test]
+fn run_refuses_to_overwrite_an_input() {
+    let dir = dir_with_data();
+    let data = path(&dir, "data.npy");
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[1], &[1]);
+    let original = fs::read(&data).unwrap();
+    let dotted = dir.path().join(".").join("data.npy");
+    let mut outputs = vec![
+        (data.clone(), "data"),
+        (dotted.to_str().unwrap().to_string(), "data"),
+        (indices.clone(), "indices"),
+    ];
+    let hard = path(&dir, "hard.npy");
+    fs::hard_link(&data, &hard).unwrap();
+    outputs.push((hard, "data"));
+    #[cfg(unix)]
+    {
+        let symlink = path(&dir, "symlink.npy");
+        std::os::unix::fs::symlink(&data, &symlink).unwrap();
+        outputs.push((symlink, "data"));
+    }
+    let before = names(&dir);
+    for (out, role) in &outputs {
+        let args = ["run", "--op", "gather", &data, &indices, "-o", out];
+        let line = usage_error(&args);
+        assert!(
+            line.contains(&format!("is the same file as the {role} input")),
+            "{out}: {line}"
+        );
+        assert_eq!(
+            fs::read(&data).unwrap(),
+            original,
+            "{out}: data is unchanged"
+        );
+        assert_eq!(names(&dir), before, "{out}: no file is added or replaced");
+    }
+    #[cfg(unix)]
+    assert!(
+        fs::symlink_metadata(dir.path().join("symlink.npy"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
 
 #[test]
@@ -631,6 +847,51 @@ fn bench_text_and_errors() {
     assert!(line.contains("cannot make valid indices"), "{line}");
 }
 
+/// 3.2 GB of output (BERT-base's table and 2^20 token ids) in 2 GB of address space.
+#[cfg(target_os = "linux")]
+#[test]
+fn bench_buffers_too_large_for_memory_are_an_error() {
+    let args = [
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "30522x768",
+        "--indices-shape",
+        "1024x1024",
+    ];
+    let line = one_error_line(&args, under_memory_limit(2_000_000, &args));
+    assert_eq!(
+        line,
+        "error: cannot allocate 3221225472 bytes for the output"
+    );
+}
+
+/// 1024 threads for the memcpy and fill references need 2 GB of stacks; in 400 MB some cannot
+/// start, which is an error after the measurement.
+#[cfg(target_os = "linux")]
+#[test]
+fn bench_threads_that_cannot_start_are_an_error() {
+    let args = [
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "1024x1024",
+        "--indices-shape",
+        "1024",
+        "--threads",
+        "1024",
+        "--time-ms",
+        "5",
+    ];
+    let line = one_error_line(&args, under_memory_limit(400_000, &args));
+    assert!(
+        line.starts_with("error: cannot start a thread for the memcpy and fill references"),
+        "{line}"
+    );
+}
+
 #[test]
 fn bench_compile_only_compiles_and_prints_nothing() {
     let args = ["bench", "--op", "gather", "--data-shape", "16x16"];
@@ -758,6 +1019,49 @@ fn layer_reads_a_whole_model_with_the_axis_from_the_bin_file() {
     let line = usage_error(&["layer", xml.to_str().unwrap()]);
     assert!(line.contains(".bin") && line.contains("--axis"), "{line}");
     ok(&["layer", xml.to_str().unwrap(), "--axis", "1"]);
+}
+
+/// Only the axis constant's 8 bytes are read from the weights, so a 4 GiB `.bin` is no
+/// obstacle in 1 GB of address space; an offset past its end (or past 2^64) is an error.
+#[test]
+fn layer_reads_only_the_axis_constant_from_the_bin_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("model.xml");
+    let xml = xml.to_str().unwrap();
+    let bin = dir.path().join("model.bin");
+    let mut weights = vec![0xAA; 8];
+    weights.extend_from_slice(&1i64.to_le_bytes());
+    fs::write(&bin, weights).unwrap();
+    let offsets = [
+        ("16", "16"),
+        ("18446744073709551615", "18446744073709551615"),
+    ];
+    for (offset, shown) in offsets {
+        let text = model_xml("<dim>4</dim><dim>3</dim>")
+            .replace("offset=\"8\"", &format!("offset=\"{offset}\""));
+        fs::write(xml, text).unwrap();
+        let line = usage_error(&["layer", xml]);
+        assert!(
+            line.contains(&format!(
+                "the .bin file is too short for the axis Const (layer 2) at offset {shown}"
+            )),
+            "{line}"
+        );
+    }
+    #[cfg(target_os = "linux")]
+    {
+        fs::write(xml, model_xml("<dim>4</dim><dim>3</dim>")).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&bin)
+            .unwrap()
+            .set_len(4 << 30)
+            .unwrap();
+        let out = under_memory_limit(1_000_000, &["layer", xml, "--json"]);
+        assert!(out.status.success(), "{out:?}");
+        let rows: Value = serde_json::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+        assert_eq!(rows[0]["op"], "Gather(axis=1, batch_dims=0)");
+    }
 }
 
 #[test]
