@@ -228,6 +228,13 @@ pub fn parse(text: &str, bin: Option<&Path>, defaults: Option<Defaults>) -> Resu
 /// The tag the text is wrapped in, so that several top-level elements parse.
 const WRAPPER: &str = "gather-jit-file";
 
+/// How many ignored start-tag tokens are named in notes (each one costs a scan for its line
+/// number); the rest are counted, so a file of millions of them costs neither time nor memory.
+const NAMED_IGNORED_TOKENS: usize = 10;
+
+/// How much of an ignored token a note quotes.
+const QUOTED_TOKEN_CHARS: usize = 40;
+
 /// Wraps `text` in one root element and blanks out what would stop it parsing (an XML
 /// declaration or DOCTYPE, and non-attribute tokens in start tags), keeping byte offsets.
 ///
@@ -256,6 +263,7 @@ fn prepare(text: &str, notes: &mut Vec<String>) -> Result<String> {
             .map_or(bytes.len(), |p| from + p + pat.len())
     };
     let line_of = |at: usize| bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    let mut ignored = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] != b'<' {
@@ -283,14 +291,27 @@ fn prepare(text: &str, notes: &mut Vec<String>) -> Result<String> {
             i = find(i + 2, b">");
         } else {
             i = start_tag(bytes, i + 1, &mut |range| {
-                notes.push(format!(
-                    "line {}: ignored '{}' in a start tag",
-                    line_of(range.start),
-                    String::from_utf8_lossy(&bytes[range.clone()])
-                ));
+                ignored += 1;
+                if ignored <= NAMED_IGNORED_TOKENS {
+                    let token = String::from_utf8_lossy(&bytes[range.clone()]);
+                    let token = match token.char_indices().nth(QUOTED_TOKEN_CHARS) {
+                        Some((end, _)) => format!("{}...", &token[..end]),
+                        None => token.into_owned(),
+                    };
+                    notes.push(format!(
+                        "line {}: ignored '{token}' in a start tag",
+                        line_of(range.start)
+                    ));
+                }
                 blank(&mut out, range);
             });
         }
+    }
+    if ignored > NAMED_IGNORED_TOKENS {
+        notes.push(format!(
+            "ignored {} more tokens in start tags",
+            ignored - NAMED_IGNORED_TOKENS
+        ));
     }
     out.extend_from_slice(close.as_bytes());
     // Only whole tokens, which start and end at ASCII bytes, were replaced by spaces.
@@ -715,6 +736,17 @@ mod tests {
         assert!(out.contains("<a x=\"1\"     y='2'/>"));
         assert_eq!(notes, vec!["line 2: ignored '...' in a start tag"]);
         Document::parse(&out).unwrap();
+        // Past ten, ignored tokens are counted, and long ones quoted in part.
+        let long = "x".repeat(100);
+        let text = format!("<a {long}/>\n{}", "<b ... />\n".repeat(20));
+        let mut notes = Vec::new();
+        prepare(&text, &mut notes).unwrap();
+        assert_eq!(notes.len(), 11, "{notes:?}");
+        assert_eq!(
+            notes[0],
+            format!("line 1: ignored '{}...' in a start tag", &long[..40])
+        );
+        assert_eq!(notes[10], "ignored 11 more tokens in start tags");
     }
 
     #[test]
