@@ -1127,3 +1127,34 @@ fn every_subcommand_has_help_with_an_example() {
         "no subcommand: help and status 2"
     );
 }
+
+/// A band of 8 MiB (a 4096-column table banded with a 100 MB scratch budget) in 100 MB of
+/// address space: the kernel's per-thread scratch cannot grow, which is an error, not an
+/// abort inside the call.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_band_scratch_that_cannot_grow_is_an_error() {
+    let args = [
+        "bench",
+        "--op",
+        "gather-elements",
+        "--data-shape",
+        "1024x4096",
+        "--indices-shape",
+        "1024x4096",
+        "--index-type",
+        "i32",
+        "--time-ms",
+        "5",
+        "--band-scratch-kib",
+        "100000",
+        "--no-huge-pages",
+    ];
+    let line = one_error_line(&args, under_memory_limit(100_000, &args));
+    assert!(
+        line.starts_with("error: ")
+            && line.contains("could not allocate")
+            && line.contains("a band's scratch buffer"),
+        "{line}"
+    );
+}

@@ -72,6 +72,8 @@ impl Kernel {
     /// another range. Either way, running ranges in order and stopping at the first failing
     /// one reports the gather's first bad index. An invalid `range` gives
     /// [`Error::BufferMismatch`] and touches nothing.
+    /// If a banded plan's scratch buffer cannot grow to its band (at most
+    /// `MAX_BAND_BYTES`), [`Error::Allocation`], before anything is written.
     pub unsafe fn call_range(
         &self,
         data: *const u8,
@@ -151,7 +153,7 @@ impl Kernel {
     ) -> Result<()> {
         let result = match self.plan.band {
             // SAFETY: forwarded contract.
-            Some(band) => unsafe { self.call_bands(band, data, indices, output, cells) },
+            Some(band) => unsafe { self.call_bands(band, data, indices, output, cells) }?,
             // SAFETY: forwarded contract; cells are outer iterations here.
             None => unsafe {
                 self.code
@@ -177,7 +179,7 @@ impl Kernel {
         indices: *const u8,
         output: *mut u8,
         cells: Range<u64>,
-    ) -> std::result::Result<(), u64> {
+    ) -> Result<std::result::Result<(), u64>> {
         let Some(BandLoops {
             batches,
             bands,
@@ -194,6 +196,18 @@ impl Kernel {
         });
         let index_size = self.signature().index_type.size() as u64;
         let run = |scratch: &mut Vec<u128>| {
+            // The scratch grows here, fallibly, to the band's size (at most `MAX_BAND_BYTES`),
+            // so that `pack_band` never allocates.
+            let words = (band.rows * band.row_bytes).div_ceil(16) as usize;
+            if let Some(more) = words.checked_sub(scratch.len()) {
+                scratch
+                    .try_reserve_exact(more)
+                    .map_err(|_| Error::Allocation {
+                        what: "a band's scratch buffer",
+                        bytes: words * 16,
+                    })?;
+                scratch.resize(words, 0);
+            }
             let mut cell = cells.start;
             while cell < cells.end {
                 let (band_index, first_row) = (cell / rows.extent, cell % rows.extent);
@@ -217,11 +231,13 @@ impl Kernel {
                 // rows of `row_bytes`), the indices and output pointers start at this band,
                 // and `first_row..end_row` lies within the rows loop, so the code walks only
                 // this band's part of each buffer.
-                unsafe { self.code.call(packed, indices, output, first_row, end_row) }
-                    .map_err(|position| position + indices_offset / index_size)?;
+                let called = unsafe { self.code.call(packed, indices, output, first_row, end_row) };
+                if let Err(position) = called {
+                    return Ok(Err(position + indices_offset / index_size));
+                }
                 cell += end_row - first_row;
             }
-            Ok(())
+            Ok(Ok(()))
         };
         // A thread-local buffer (no allocation per call); a fresh one if it is unavailable
         // (during thread teardown).
