@@ -86,7 +86,6 @@ mod pool;
 pub mod specialize;
 #[cfg(not(feature = "unstable"))]
 mod specialize;
-pub mod workloads;
 
 use std::sync::Arc;
 

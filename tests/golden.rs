@@ -6,10 +6,10 @@
 //! names the calling convention, so those goldens run on x86-64 Linux only.
 
 use gather_jit::specialize::{Host, Plan};
-use gather_jit::workloads::performance_cases;
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, OutOfRange, Signature, Tuning,
 };
+use gather_jit_workloads::performance_cases;
 
 /// Compares printed text with its golden copy (both trimmed of surrounding newlines) and on a
 /// mismatch prints the actual text whole, to paste over the golden one.

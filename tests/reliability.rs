@@ -12,10 +12,10 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use gather_jit::interp::interpret;
-use gather_jit::workloads::XorShift;
 use gather_jit::{
     CacheStats, DType, Flavor, IndexType, Kernel, KernelCache, OutOfRange, Signature,
 };
+use gather_jit_workloads::XorShift;
 
 // Kernels and the cache are shared between threads: checked at compile time.
 const _: fn() = || {

@@ -1,10 +1,10 @@
 //! Seeded random inputs: data bytes and indices that are valid for a signature, from the
-//! library's [`gather_jit::workloads`] generator, with a usage error where none can be valid.
+//! library's [`gather_jit_workloads`] generator, with a usage error where none can be valid.
 
 use std::fmt::Display;
 
-pub use gather_jit::workloads::XorShift;
 use gather_jit::{OutOfRange, ResolvedOp, Validated};
+pub use gather_jit_workloads::XorShift;
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
@@ -50,7 +50,7 @@ pub fn valid_indices(validated: &Validated, rng: &mut XorShift, limit: u64) -> R
 /// Appends the indices of [`valid_indices`] to `out`, which may have been given room for them
 /// (as `bench` gives a buffer advised huge pages).
 ///
-/// The values are those of [`gather_jit::workloads::random_indices_below`] for the same `rng`,
+/// The values are those of [`gather_jit_workloads::random_indices_below`] for the same `rng`,
 /// which allocates infallibly, so the loop is repeated here around a fallible reservation.
 ///
 /// # Errors
@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn indices_are_the_librarys() {
-        use gather_jit::workloads::random_indices_below;
+        use gather_jit_workloads::random_indices_below;
         let signatures = [
             Signature::gather(&[7, 300], &[5, 4], 1, 0),
             Signature::gather(&[1000], &[], 0, 0).with_index_type(gather_jit::IndexType::U8),

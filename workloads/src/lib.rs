@@ -1,7 +1,11 @@
-//! Named workloads shared by the benches, the CLI's `demo` and `bench`, and the peer script:
+//! Named workloads shared by the benches, the CLI and the tests (not part of the library):
 //! the performance cases S1..S9 and a few real-model shapes, plus seeded random inputs.
+//!
+//! Its buffers are allocated infallibly: it is for benchmarks and tests, whose shapes are
+//! known, not for inputs from users.
+#![warn(missing_docs)]
 
-use crate::ir::{Flavor, IndexType, Op, Signature, Validated};
+use gather_jit::{DType, Flavor, IndexType, Op, Signature, Validated};
 
 /// A named signature to run and time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,7 +147,7 @@ pub fn random_inputs(validated: &Validated, seed: u64) -> (Vec<u8>, Vec<u8>) {
     let mut rng = XorShift::new(seed);
     let mut data = vec![0u8; validated.data_len() * sig.dtype.size()];
     rng.fill(&mut data);
-    if sig.dtype == crate::ir::DType::Bool {
+    if sig.dtype == DType::Bool {
         data.iter_mut().for_each(|b| *b &= 1);
     }
     let indices = random_indices(validated, &mut rng);
