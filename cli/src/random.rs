@@ -51,7 +51,7 @@ pub fn valid_indices(validated: &Validated, rng: &mut XorShift, limit: u64) -> R
 /// (as `bench` gives a buffer advised huge pages).
 ///
 /// The values are those of [`gather_jit_workloads::random_indices_below`] for the same `rng`,
-/// which allocates infallibly, so the loop is repeated here around a fallible reservation.
+/// appended after a fallible reservation.
 ///
 /// # Errors
 /// If a data dim that indices point into is empty, no valid index exists (unless the policy
@@ -90,20 +90,7 @@ pub fn push_valid_indices(
     let len = buffer::byte_len(validated.indices_len(), index_type.size(), "the indices")?;
     out.try_reserve_exact(len)
         .map_err(|_| Failure::allocation(len, "the indices"))?;
-    let mut position = vec![0usize; shape.len()];
-    for flat in 0..validated.indices_len() {
-        // Only the last coordinate decides which dim a GatherND index selects.
-        if let Some(last) = position.last_mut() {
-            *last = flat % shape[shape.len() - 1];
-        }
-        let dim = sig.data_shape[validated.indexed_data_dim(&position)] as u64;
-        let bound = dim
-            .min(index_type.max_value().saturating_add(1))
-            .min(limit.max(1));
-        let value = if bound == 0 { 0 } else { rng.below(bound) };
-        let fits = index_type.try_encode(value.into(), out);
-        debug_assert!(fits, "below the type's maximum");
-    }
+    gather_jit_workloads::push_random_indices_below(validated, rng, limit, out);
     Ok(())
 }
 

@@ -163,10 +163,23 @@ pub fn random_indices(validated: &Validated, rng: &mut XorShift) -> Vec<u8> {
 /// that only reads a corner of its data, to see how much of a kernel's time is cache misses on
 /// the data.
 pub fn random_indices_below(validated: &Validated, rng: &mut XorShift, limit: u64) -> Vec<u8> {
+    let size = validated.signature().index_type.size();
+    let mut indices = Vec::with_capacity(validated.indices_len() * size);
+    push_random_indices_below(validated, rng, limit, &mut indices);
+    indices
+}
+
+/// Appends the indices of [`random_indices_below`] to `out`; a caller that must not abort
+/// reserves room for them first (`Vec::try_reserve_exact`), and nothing is allocated then.
+pub fn push_random_indices_below(
+    validated: &Validated,
+    rng: &mut XorShift,
+    limit: u64,
+    indices: &mut Vec<u8>,
+) {
     let sig = validated.signature();
     let index_type = sig.index_type;
     let shape = &sig.indices_shape;
-    let mut indices = Vec::with_capacity(validated.indices_len() * index_type.size());
     let mut position = vec![0usize; shape.len()];
     for flat in 0..validated.indices_len() {
         // Only the last coordinate decides which dim a GatherND index selects.
@@ -178,10 +191,9 @@ pub fn random_indices_below(validated: &Validated, rng: &mut XorShift, limit: u6
             .min(index_type.max_value().saturating_add(1))
             .min(limit.max(1));
         let value = if bound == 0 { 0 } else { rng.below(bound) };
-        let fits = index_type.try_encode(value.into(), &mut indices);
+        let fits = index_type.try_encode(value.into(), indices);
         debug_assert!(fits, "below the type's maximum");
     }
-    indices
 }
 
 /// The op name and attributes as a short label (`GatherND b=2`).
