@@ -189,3 +189,23 @@ fn fuzz_decoder_reaches_the_banded_split_signature() {
 fn fuzz_banded_split_input_passes() {
     case::check(&BANDED_SPLIT_INPUT);
 }
+
+/// The first input of the fuzz run after the typed views were added crashed the harness, not
+/// the library: a strided view of indices whose strided axis is not empty but another is
+/// (so the array has no element to widen it with). Views of empty arrays now stay plain.
+const EMPTY_STRIDED_VIEW_INPUT: [u8; 21] = [
+    0x10, 0x47, 0x00, 0x86, 0xb4, 0x6a, 0x20, 0xb8, 0x86, 0x41, 0x5d, 0x00, 0x00, 0x04, 0x02, 0x2b,
+    0xa6, 0xa6, 0x31, 0x02, 0x5a,
+];
+
+#[test]
+fn fuzz_empty_strided_view_input_passes() {
+    let case = case::decode(&EMPTY_STRIDED_VIEW_INPUT);
+    assert!(case.fortran, "the typed API gets Fortran-order arrays");
+    assert!(
+        matches!(case.view_kind(), case::ViewKind::StridedIndices(_)),
+        "{:?}",
+        case.view_kind()
+    );
+    case::check(&EMPTY_STRIDED_VIEW_INPUT);
+}
