@@ -1,0 +1,158 @@
+//! gather-jit's kernels for [candle](candle_core): `index_select`, `gather` (GatherElements),
+//! `gather_nd` and `take` (ONNX Gather) on [`Tensor`]s as candle custom ops, and an
+//! [`Embedding`] that stands in for `candle_nn::Embedding`.
+//!
+//! Each call asks a [`KernelCache`](gather_jit::KernelCache) (gather-jit's process-wide one
+//! unless [`JitGather::with_cache`] gives another) for the kernel of its shapes, dtypes and
+//! index rules, compiled on first use, reads contiguous inputs in place (strided ones are
+//! packed first) and writes a new output, allocated once. Every failure, a bad index
+//! included, is a [`candle_core::Error`] whose message names what went wrong and where.
+//!
+//! ```
+//! use candle_core::{Device, Tensor};
+//! use gather_jit_candle::GatherJitExt;
+//!
+//! let data = Tensor::arange(0u32, 12, &Device::Cpu)?.reshape((3, 4))?;
+//! // As `data.index_select(&ids, 0)`, bit for bit.
+//! let ids = Tensor::new(&[2u32, 0], &Device::Cpu)?;
+//! assert_eq!(data.jit_index_select(&ids, 0)?.to_vec2::<u32>()?, [[8, 9, 10, 11], [0, 1, 2, 3]]);
+//! // As `data.gather(&ids, 1)`.
+//! let ids = Tensor::new(&[[3i64], [0], [1]], &Device::Cpu)?;
+//! assert_eq!(data.jit_gather(&ids, 1)?.to_vec2::<u32>()?, [[3], [4], [9]]);
+//! // GatherND: one (row, column) pair per output element.
+//! let ids = Tensor::new(&[[2i64, 3], [0, 1]], &Device::Cpu)?;
+//! assert_eq!(data.jit_gather_nd(&ids, 0)?.to_vec1::<u32>()?, [11, 1]);
+//! // A bad index is an error with its position and value, never a panic.
+//! let ids = Tensor::new(&[0u32, 3], &Device::Cpu)?;
+//! let error = data.jit_index_select(&ids, 0).unwrap_err();
+//! assert!(error.to_string().contains("index 3 at position [1]"), "{error}");
+//! # Ok::<(), candle_core::Error>(())
+//! ```
+//!
+//! # Index rules
+//!
+//! By default ([`IndexRules::Candle`]) the ops accept and reject what candle's CPU ops do: a
+//! negative or out-of-range index is an error, and an index equal to its type's maximum
+//! selects zeros. [`IndexRules::Onnx`] lets negative indices count from the end;
+//! [`IndexRules::Policy`] takes any gather-jit policy (zeros or clamping for out-of-range
+//! indices).
+//!
+//! # Where the ops differ from candle's
+//!
+//! - Strided inputs are accepted: candle's CPU `index_select` and `gather` return
+//!   `RequiresContiguous` for a non-contiguous data tensor (and `gather` for such indices).
+//! - `gather` with indices smaller than data in a non-`dim` dim follows ONNX GatherElements:
+//!   output element `[i, j, ..]` reads data at the same coordinates but the `dim` one, which
+//!   candle 0.11's CPU `gather` only does when the smaller dims are the first or the last.
+//! - Indices may also be `i16` or `i32`, which candle's CPU ops reject.
+//! - The ops are CPU-only; on another device the ones candle has (`index_select`, `gather`,
+//!   `take` and the embedding) run candle's own op, under [`IndexRules::Candle`].
+//! - No backward pass: the ops are for inference.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod embedding;
+mod error;
+mod layout;
+mod op;
+
+use candle_core::Tensor;
+use candle_core::shape::Dim;
+
+pub use embedding::Embedding;
+pub use op::{IndexRules, JitGather};
+
+/// `data.index_select(indices, dim)` by a gather-jit kernel, under candle's index rules.
+///
+/// # Errors
+/// As candle's: indices not 1-D or of a type that cannot index, `dim` out of range, a bad
+/// index (with its position and value).
+pub fn index_select<D: Dim>(
+    data: &Tensor,
+    indices: &Tensor,
+    dim: D,
+) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "index-select")?;
+    JitGather::index_select(dim).apply(data, indices)
+}
+
+/// ONNX Gather along `dim` (numpy's `take`): `indices` of any rank, output shape
+/// `data[..dim] + indices + data[dim + 1..]`, under candle's index rules.
+///
+/// # Errors
+/// As [`index_select`], without its rank rule.
+pub fn take<D: Dim>(data: &Tensor, indices: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "take")?;
+    JitGather::take(dim).apply(data, indices)
+}
+
+/// `data.gather(indices, dim)` (ONNX GatherElements) by a gather-jit kernel, under candle's
+/// index rules.
+///
+/// # Errors
+/// As candle's: ranks that differ, an indices dim larger than data's (but along `dim`), a bad
+/// index (with its position and value).
+pub fn gather<D: Dim>(data: &Tensor, indices: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "gather")?;
+    JitGather::gather(dim).apply(data, indices)
+}
+
+/// ONNX GatherND with `batch_dims`: the last dim of `indices` holds tuples indexing data's
+/// dims after the batch dims; output shape `indices[..-1] + data[batch_dims + indices[-1]..]`.
+/// Under candle's index rules (an index at its type's maximum zeros its tuple's slice).
+///
+/// # Errors
+/// Batch dims that differ or exceed a rank, a tuple longer than data has dims, a bad index
+/// (with its position and value).
+pub fn gather_nd(
+    data: &Tensor,
+    indices: &Tensor,
+    batch_dims: usize,
+) -> candle_core::Result<Tensor> {
+    JitGather::gather_nd(batch_dims).apply(data, indices)
+}
+
+/// The ops as methods of [`Tensor`], under candle's index rules.
+pub trait GatherJitExt {
+    /// [`index_select`] on `self`.
+    ///
+    /// # Errors
+    /// As [`index_select`].
+    fn jit_index_select<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor>;
+
+    /// [`take`] on `self`.
+    ///
+    /// # Errors
+    /// As [`take`].
+    fn jit_take<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor>;
+
+    /// [`gather`] on `self`.
+    ///
+    /// # Errors
+    /// As [`gather`].
+    fn jit_gather<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor>;
+
+    /// [`gather_nd`] on `self`.
+    ///
+    /// # Errors
+    /// As [`gather_nd`].
+    fn jit_gather_nd(&self, indices: &Tensor, batch_dims: usize) -> candle_core::Result<Tensor>;
+}
+
+impl GatherJitExt for Tensor {
+    fn jit_index_select<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+        index_select(self, indices, dim)
+    }
+
+    fn jit_take<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+        take(self, indices, dim)
+    }
+
+    fn jit_gather<D: Dim>(&self, indices: &Tensor, dim: D) -> candle_core::Result<Tensor> {
+        gather(self, indices, dim)
+    }
+
+    fn jit_gather_nd(&self, indices: &Tensor, batch_dims: usize) -> candle_core::Result<Tensor> {
+        gather_nd(self, indices, batch_dims)
+    }
+}
