@@ -141,6 +141,18 @@ pub struct Parsed {
 /// An unreadable or invalid file, no gather layer, an invalid layer or a declared output that
 /// differs, buffers too large for memory (status 2); a disagreement (status 1).
 pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
+    if args
+        .file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        return Err(Failure::usage(format!(
+            "{} is an ONNX model, not OpenVINO IR: use `gather-jit model {}` (built with the \
+             `model` feature)",
+            args.file.display(),
+            args.file.display()
+        )));
+    }
     let text = String::from_utf8(buffer::read_file(&args.file)?).map_err(|_| {
         Failure::usage(format!(
             "cannot read {}: it is not UTF-8 text",

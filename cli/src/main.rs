@@ -29,6 +29,8 @@ mod explain;
 mod failure;
 mod hugepages;
 mod layer;
+#[cfg(feature = "model")]
+mod model;
 mod npy;
 mod opargs;
 mod random;
@@ -54,6 +56,7 @@ use crate::failure::{Failure, eprint_line};
   gather-jit explain --op gather-nd --data-shape 2x2 --indices-shape 2x1
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128 --json
   gather-jit layer examples/seed_layers.xml
+  gather-jit model model.onnx --compare   (with the `model` feature)
 
 Exit status: 0 success, 2 invalid input (one line on stderr), 1 JIT and interpreter disagree.",
     arg_required_else_help = true
@@ -70,6 +73,9 @@ enum Command {
     Explain(explain::ExplainArgs),
     Bench(bench::BenchArgs),
     Layer(layer::LayerArgs),
+    /// An ONNX model through tract, its gathers JIT-compiled (needs the `model` feature).
+    #[cfg(feature = "model")]
+    Model(model::ModelArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +92,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::main(&args, &mut out),
         Command::Bench(args) => bench::main(&args, &mut out),
         Command::Layer(args) => layer::main(&args, &mut out),
+        #[cfg(feature = "model")]
+        Command::Model(args) => model::main(&args, &mut out),
     }
     .and_then(|()| out.flush().map_err(Failure::stdout));
     match result {

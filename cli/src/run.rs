@@ -143,7 +143,7 @@ fn check(validated: &Validated, data: &Array, indices: &Array, output: &[u8]) ->
 
 /// Writes `parts` one after another to a temporary file in `path`'s directory and renames it to
 /// `path`, so that `path` is either untouched or complete.
-fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, parts: &[&[u8]]) -> Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),

@@ -1158,3 +1158,137 @@ fn a_band_scratch_that_cannot_grow_is_an_error() {
         "{line}"
     );
 }
+
+/// `cli/tests/data/`, made by `make_tiny_model.py` there.
+fn test_data(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// `layer` given an ONNX file says to use `model`.
+#[test]
+fn layer_points_an_onnx_file_to_model() {
+    let line = usage_error(&["layer", &test_data("tiny.onnx")]);
+    assert!(line.contains("gather-jit model"), "{line}");
+}
+
+/// The tiny model through tract with JIT gathers: the token Gather and the GatherND of one
+/// position per sequence, with negative indices counted from the end as ONNX says. The
+/// expected rows are read off the 10x4 table `0..40`: ids [1, 2, -1] and [0, 5, 9] pick rows
+/// 1, 2, 9 and 0, 5, 9; positions -1 and 1 then pick rows 9 and 5.
+#[cfg(feature = "model")]
+#[test]
+fn model_runs_an_onnx_model_with_jit_gathers_and_writes_its_outputs() {
+    let dir = TempDir::new().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let (ids, last) = (
+        format!("ids={}", test_data("tiny_ids.npy")),
+        format!("last={}", test_data("tiny_last.npy")),
+    );
+    let out_arg = out_dir.to_str().expect("utf-8").to_string();
+    let text = ok(&[
+        "model",
+        &test_data("tiny.onnx"),
+        "--input",
+        &ids,
+        "--input",
+        &last,
+        "-o",
+        &out_arg,
+    ]);
+    assert!(text.contains("JitGatherND (gather-jit"), "{text}");
+    let file = std::fs::read(out_dir.join("picked.npy")).expect("picked.npy written");
+    let values: Vec<f32> = file[file.len() - 32..]
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    assert_eq!(values, [36.0, 37.0, 38.0, 39.0, 20.0, 21.0, 22.0, 23.0]);
+}
+
+/// `--native` runs tract's own GatherND, which panics on the negative position: one error
+/// line, no crash; `--compare` on positive positions finds both ways bit-identical.
+#[cfg(feature = "model")]
+#[test]
+fn model_native_panics_are_errors_and_compare_agrees_on_valid_inputs() {
+    let model = test_data("tiny.onnx");
+    let ids = format!("ids={}", test_data("tiny_ids.npy"));
+    let last = format!("last={}", test_data("tiny_last.npy"));
+    let line = usage_error(&[
+        "model", &model, "--input", &ids, "--input", &last, "--native",
+    ]);
+    assert!(line.contains("tract's own ops panicked"), "{line}");
+    let positive = format!("last={}", test_data("tiny_last_positive.npy"));
+    let json = ok(&[
+        "model",
+        &model,
+        "--input",
+        &ids,
+        "--input",
+        &positive,
+        "--compare",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(report["compare"], "bit-identical", "{json}");
+}
+
+/// Bad input: a model tract cannot read, an input the model lacks, a wrong shape, a file
+/// that is not .npy, a symbolic dim not given: one error line each and no output written.
+#[cfg(feature = "model")]
+#[test]
+fn model_input_errors_are_one_line_and_write_nothing() {
+    let dir = TempDir::new().expect("temp dir");
+    let out_dir = dir.path().join("out");
+    let out_arg = out_dir.to_str().expect("utf-8").to_string();
+    let model = test_data("tiny.onnx");
+    let ids = format!("ids={}", test_data("tiny_ids.npy"));
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![test_data("tiny_ids.npy")],
+            "tract cannot read this model",
+        ),
+        (
+            vec![
+                model.clone(),
+                "--input".into(),
+                format!("idz={}", test_data("tiny_ids.npy")),
+            ],
+            "has no input idz",
+        ),
+        (
+            vec![
+                model.clone(),
+                "--input".into(),
+                format!("ids={}", test_data("tiny_last.npy")),
+                "--dim".into(),
+                "batch=2".into(),
+            ],
+            "has shape [2, 1]",
+        ),
+        (
+            vec![
+                model.clone(),
+                "--input".into(),
+                format!("ids={}", test_data("tiny.onnx")),
+                "--dim".into(),
+                "batch=2".into(),
+            ],
+            "not an .npy file",
+        ),
+        (
+            vec![model.clone(), "--input".into(), ids.clone()],
+            "is symbolic",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["model".to_string()];
+        all.extend(args);
+        all.extend(["-o".to_string(), out_arg.clone()]);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let line = usage_error(&all);
+        assert!(line.contains(expected), "{all:?}: {line}");
+        assert!(!out_dir.exists(), "{all:?} wrote {}", out_dir.display());
+    }
+}

@@ -119,8 +119,8 @@ impl Expansion for JitGatherExpansion {
             JitGatherExpansion::GatherElements { native, .. } => {
                 Expansion::rules(native, s, inputs, outputs)
             }
-            JitGatherExpansion::GatherNd { native, .. } => {
-                InferenceRulesOp::rules(native, s, inputs, outputs)
+            JitGatherExpansion::GatherNd { batch_dims, .. } => {
+                gather_nd_rules(*batch_dims, s, inputs, outputs)
             }
         }
     }
@@ -159,6 +159,46 @@ impl Expansion for JitGatherExpansion {
             }
         }
     }
+}
+
+/// GatherND's type and shape rules (tract's own take the output's trailing dims from the
+/// indices instead of from data when `batch_dims > 0`): `output = indices[:-1] +
+/// data[batch_dims + n:]`, with `n = indices.shape[-1]`.
+fn gather_nd_rules<'r, 'p: 'r>(
+    batch_dims: usize,
+    s: &mut Solver<'r>,
+    inputs: &'p [TensorProxy],
+    outputs: &'p [TensorProxy],
+) -> InferenceResult {
+    check_input_arity(inputs, 2)?;
+    check_output_arity(outputs, 1)?;
+    s.equals(&outputs[0].datum_type, &inputs[0].datum_type)?;
+    s.given(&inputs[1].rank, move |s, indices_rank| {
+        let indices_rank = indices_rank as usize;
+        for i in 0..indices_rank - 1 {
+            s.equals(&outputs[0].shape[i], &inputs[1].shape[i])?;
+        }
+        s.given_2(
+            &inputs[1].shape[indices_rank - 1],
+            &inputs[0].rank,
+            move |s, depth, data_rank| {
+                if let Ok(depth) = depth.to_i64() {
+                    let from = batch_dims as i64 + depth;
+                    s.equals(
+                        &outputs[0].rank,
+                        indices_rank as i64 - 1 + data_rank - from,
+                    )?;
+                    for j in 0..(data_rank - from).max(0) as usize {
+                        s.equals(
+                            &outputs[0].shape[indices_rank - 1 + j],
+                            &inputs[0].shape[from as usize + j],
+                        )?;
+                    }
+                }
+                Ok(())
+            },
+        )
+    })
 }
 
 /// gather-jit's element type for a tract datum type, if it has one.
