@@ -184,10 +184,7 @@ fn gather_nd_rules<'r, 'p: 'r>(
             move |s, depth, data_rank| {
                 if let Ok(depth) = depth.to_i64() {
                     let from = batch_dims as i64 + depth;
-                    s.equals(
-                        &outputs[0].rank,
-                        indices_rank as i64 - 1 + data_rank - from,
-                    )?;
+                    s.equals(&outputs[0].rank, indices_rank as i64 - 1 + data_rank - from)?;
                     for j in 0..(data_rank - from).max(0) as usize {
                         s.equals(
                             &outputs[0].shape[indices_rank - 1 + j],
