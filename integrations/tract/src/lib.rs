@@ -339,15 +339,23 @@ impl EvalOp for JitGather {
         let (data, indices) = args_2!(inputs);
         let signature = self.signature(&data, &indices)?;
         let output = KernelCache::global().with(&signature, |kernel| {
-            // SAFETY: the tensor's element type is plain data (`dtype_of` accepted it), and
-            // `run_bytes` writes every byte of it before it is returned (on an error it is
-            // dropped unread).
+            // SAFETY: the element type is plain data (`dtype_of` accepted it), and the kernel
+            // writes every byte before the tensor is returned (on an error it is dropped
+            // unread).
             let mut output =
                 unsafe { Tensor::uninitialized_dt(data.datum_type(), kernel.output_shape())? };
-            // Plain-data tensors: their bytes are their elements, native-endian, C-contiguous.
-            let (data, indices, bytes) =
-                (data.as_bytes(), indices.as_bytes(), output.as_bytes_mut());
-            kernel.run_bytes(data, indices, bytes)?;
+            // SAFETY: the signature was built from these tensors' shapes and plain-data types,
+            // so each holds exactly the bytes the kernel reads or writes, native-endian and
+            // C-contiguous (tract tensors always are); the output is a fresh allocation, so it
+            // overlaps neither input; no other thread sees it during the call. The pointers are
+            // taken without making a reference to the uninitialised output bytes.
+            unsafe {
+                kernel.call(
+                    data.as_ptr_unchecked::<u8>(),
+                    indices.as_ptr_unchecked::<u8>(),
+                    output.as_ptr_mut_unchecked::<u8>(),
+                )?
+            };
             TractResult::Ok(output)
         })??;
         Ok(tvec!(output.into_tvalue()))
