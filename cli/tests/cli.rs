@@ -1292,3 +1292,39 @@ fn model_input_errors_are_one_line_and_write_nothing() {
         assert!(!out_dir.exists(), "{all:?} wrote {}", out_dir.display());
     }
 }
+
+/// Every model the tract integration is tested with (the ONNX node tests of the three ops and
+/// three multi-op models) runs through `gather-jit model` on random inputs, its gathers by the
+/// JIT, and writes one .npy per output.
+#[cfg(feature = "model")]
+#[test]
+fn model_runs_every_committed_onnx_model() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integrations/tract/tests/models");
+    let mut ran = 0;
+    for entry in std::fs::read_dir(&models).expect("the models directory") {
+        let dir = entry.expect("an entry").path();
+        let model = dir.join("model.onnx");
+        let out = TempDir::new().expect("temp dir");
+        let json = ok(&[
+            "model",
+            model.to_str().expect("utf-8"),
+            "--json",
+            "-o",
+            out.path().to_str().expect("utf-8"),
+        ]);
+        let report: Value = serde_json::from_str(&json).expect("json");
+        let gathers = report["gathers"].as_array().expect("gathers");
+        assert!(
+            gathers
+                .iter()
+                .any(|g| g["op"].as_str().is_some_and(|op| op.contains("gather-jit"))),
+            "{}: no JIT gather in {json}",
+            dir.display()
+        );
+        let outputs = report["outputs"].as_array().expect("outputs").len();
+        let written = std::fs::read_dir(out.path()).expect("output dir").count();
+        assert_eq!(written, outputs, "{}", dir.display());
+        ran += 1;
+    }
+    assert!(ran >= 13, "only {ran} models under {}", models.display());
+}
