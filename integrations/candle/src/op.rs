@@ -1,16 +1,22 @@
 //! [`JitGather`]: one gather-jit kernel behind candle's [`CustomOp2`].
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
 use gather_jit::{
-    DType, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OpName, OutOfRange,
-    Signature,
+    DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OpName,
+    OutOfRange, Signature,
 };
 
 use crate::error::{from_jit, msg};
 use crate::layout::contiguous;
+
+thread_local! {
+    /// Each thread's signature of its last call, whose shape buffers the next call reuses.
+    static SIGNATURE: Cell<Option<Signature>> = const { Cell::new(None) };
+}
 
 /// Which index values are valid and what they select.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +157,7 @@ impl JitGather {
             match self.kind {
                 Kind::IndexSelect { dim } => return data.index_select(indices, dim),
                 Kind::Gather { dim } => return data.gather(indices, dim),
-                Kind::Take { dim } => {
+                Kind::Take { dim } if dim < data.rank() => {
                     let mut dims = data.dims()[..dim].to_vec();
                     dims.extend_from_slice(indices.dims());
                     dims.extend_from_slice(&data.dims()[dim + 1..]);
@@ -159,20 +165,22 @@ impl JitGather {
                         .index_select(&indices.flatten_all()?, dim)?
                         .reshape(dims);
                 }
-                Kind::GatherNd { .. } => {}
+                Kind::Take { .. } | Kind::GatherNd { .. } => {}
             }
         }
         data.apply_op2_no_bwd(indices, self)
     }
 
-    /// The gather-jit signature of a call on these shapes and types.
-    fn signature(
+    /// Rewrites `signature` into that of a call on these shapes and types (its shapes'
+    /// buffers are reused).
+    fn fill_signature(
         &self,
+        signature: &mut Signature,
         data: &[usize],
         indices: &[usize],
         dtype: DType,
         index_type: IndexType,
-    ) -> candle_core::Result<Signature> {
+    ) -> candle_core::Result<()> {
         let op = match self.kind {
             Kind::IndexSelect { dim } => {
                 if indices.len() != 1 {
@@ -196,10 +204,16 @@ impl JitGather {
                 batch_dims: attribute(batch_dims)?,
             },
         };
-        Ok(Signature::new(op, data, indices)
-            .with_dtype(dtype)
-            .with_index_type(index_type)
-            .with_policy(self.rules.policy()))
+        signature.op = op;
+        signature.flavor = Flavor::Onnx;
+        signature.policy = self.rules.policy();
+        signature.dtype = dtype;
+        signature.index_type = index_type;
+        signature.data_shape.clear();
+        signature.data_shape.extend_from_slice(data);
+        signature.indices_shape.clear();
+        signature.indices_shape.extend_from_slice(indices);
+        Ok(())
     }
 
     /// The gather on C-contiguous `data` and `indices`, under the op's rules.
@@ -211,6 +225,7 @@ impl JitGather {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let candle = self.rules == IndexRules::Candle;
         if let (true, Kind::IndexSelect { dim } | Kind::Take { dim }) = (candle, self.kind)
+            && dim < signature.data_shape.len()
             && signature.data_shape[..dim].contains(&0)
         {
             // candle's index_select never reads an id when the dims before `dim` are empty, so
@@ -322,10 +337,28 @@ impl JitGather {
                 )));
             }
         };
-        let signature =
-            self.signature(data_layout.dims(), indices_layout.dims(), dtype, index_type)?;
-        let data = contiguous(data, data_layout, "data")?;
-        self.forward::<T>(&data, &indices, &signature)
+        // This thread's last signature, rewritten: a call then allocates no shapes for the
+        // cache's key (a nested call finds the slot empty and makes a new one).
+        let mut signature = SIGNATURE
+            .try_with(Cell::take)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Signature::gather(&[], &[], 0, 0));
+        let result = self
+            .fill_signature(
+                &mut signature,
+                data_layout.dims(),
+                indices_layout.dims(),
+                dtype,
+                index_type,
+            )
+            .and_then(|()| {
+                let data = contiguous(data, data_layout, "data")?;
+                self.forward::<T>(&data, &indices, &signature)
+            });
+        // Fails only while the thread is being torn down, when the buffer is simply dropped.
+        let _ = SIGNATURE.try_with(|slot| slot.set(Some(signature)));
+        result
     }
 }
 

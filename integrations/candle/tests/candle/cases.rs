@@ -183,6 +183,15 @@ fn shape_errors_are_errors() {
     assert!(table.jit_take(&two_d, 0).is_ok(), "take takes any rank");
     let ids = Tensor::new(&[0u32], &cpu()).expect("ids");
     assert!(table.jit_index_select(&ids, 2).is_err(), "dim out of range");
+    // The op structs take any dim; a bad one is an error when the op runs.
+    for op in [
+        JitGather::index_select(5),
+        JitGather::take(2),
+        JitGather::gather(9),
+    ] {
+        assert!(op.apply(&table, &ids).is_err(), "{op:?}");
+    }
+    assert!(JitGather::gather_nd(3).apply(&table, &two_d).is_err());
     assert!(table.jit_gather(&ids, 0).is_err(), "gather: ranks differ");
     let wide = Tensor::new(&[[0u32, 0, 0]], &cpu()).expect("ids");
     assert!(

@@ -1,0 +1,57 @@
+"""The medians of `cargo bench -p gather-jit-candle` as the markdown table of docs/integrations.md.
+
+Run from the repository's root after the bench: python3 integrations/candle/benches/table.py
+"""
+
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+CRITERION = ROOT / "target" / "criterion"
+
+# What candle runs for each case (see benches/candle.rs).
+CANDLE_WAY = {
+    "S1": "GatherND b=0: row numbers (`broadcast_mul`, `sum`) + `index_select`",
+    "S2": "GatherND b=2: row numbers + batch offsets + `index_select`",
+    "S3": "GatherND b=3 as `gather` on the squeezed ids",
+    "S4": "Gather axis=1: `index_select` of the flattened ids + `reshape`",
+    "S5": "`candle_nn::Embedding` [30522, 768], ids [8, 128]",
+    "S6": "`gather` axis=1 [64, 4096]",
+    "S7": "`gather` axis=0 [1024, 1024]",
+    "S8": "GatherND [512, 512] by [262144, 2]: row numbers + `index_select`",
+    "S9": "`index_select` [16, 16] by [4]",
+}
+
+
+def median_ns(case, function):
+    path = CRITERION / f"candle-{case}" / function / "new" / "estimates.json"
+    with open(path) as f:
+        return json.load(f)["median"]["point_estimate"]
+
+
+def show(ns):
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def main():
+    print("| case | candle's way | candle | JIT op | speed-up | kernel `call` | overhead |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for case, way in CANDLE_WAY.items():
+        try:
+            candle, jit, kernel = (median_ns(case, f) for f in ("candle", "jit", "kernel"))
+        except FileNotFoundError:
+            print(f"| {case} | {way} | not run | | | | |")
+            continue
+        print(
+            f"| {case} | {way} | {show(candle)} | {show(jit)} | {candle / jit:.1f}x "
+            f"| {show(kernel)} | {show(jit - kernel)} |"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
