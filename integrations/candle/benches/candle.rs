@@ -196,12 +196,43 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// A custom op that only allocates S9's output: the floor of candle's custom-op path (storage
+/// locks, the output's `Vec` and `Shape`, the new tensor) that the JIT op's overhead includes.
+struct Plumbing;
+
+impl candle_core::CustomOp2 for Plumbing {
+    fn name(&self) -> &'static str {
+        "plumbing"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &candle_core::CpuStorage,
+        _: &candle_core::Layout,
+        _: &candle_core::CpuStorage,
+        _: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        Ok((
+            candle_core::CpuStorage::F32(vec![0f32; 64]),
+            candle_core::Shape::from(&[4usize, 16][..]),
+        ))
+    }
+}
+
+fn plumbing(c: &mut Criterion) {
+    let data = Tensor::zeros((16, 16), DType::F32, &Device::Cpu).expect("data");
+    let ids = Tensor::zeros(4, DType::I64, &Device::Cpu).expect("ids");
+    c.bench_function("candle-plumbing", |b| {
+        b.iter(|| black_box(data.apply_op2_no_bwd(&ids, &Plumbing).expect("runs")))
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = bench
+    targets = bench, plumbing
 }
 criterion_main!(benches);

@@ -51,6 +51,11 @@ def main():
             f"| {case} | {way} | {show(candle)} | {show(jit)} | {candle / jit:.1f}x "
             f"| {show(kernel)} | {show(jit - kernel)} |"
         )
+    plumbing = CRITERION / "candle-plumbing" / "new" / "estimates.json"
+    if plumbing.exists():
+        with open(plumbing) as f:
+            floor = json.load(f)["median"]["point_estimate"]
+        print(f"\ncandle's custom-op floor (an op that only allocates S9's output): {show(floor)}")
 
 
 if __name__ == "__main__":
