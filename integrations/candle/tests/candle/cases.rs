@@ -282,3 +282,42 @@ fn embedding_of_a_model_size_table() {
     assert_eq!(ours.dims(), [2, 64, hidden]);
     assert_eq!(bytes(&ours), bytes(&theirs));
 }
+
+#[test]
+fn f8_data_moves_as_bytes() {
+    let data = Tensor::arange(0f32, 8., &cpu())
+        .and_then(|t| t.reshape((4, 2)))
+        .and_then(|t| t.to_dtype(DType::F8E4M3))
+        .expect("f8");
+    let ids = Tensor::new(&[3u32, 1], &cpu()).expect("ids");
+    let jit = data.jit_index_select(&ids, 0).expect("jit");
+    assert_eq!(jit.dtype(), DType::F8E4M3);
+    let back = jit
+        .to_dtype(DType::F32)
+        .and_then(|t| t.to_vec2::<f32>())
+        .expect("f32");
+    assert_eq!(back, [[6., 7.], [2., 3.]]);
+}
+
+#[test]
+fn threads_calling_at_once_get_their_own_results() {
+    let workers: Vec<_> = (0..4usize)
+        .map(|t| {
+            std::thread::spawn(move || {
+                // Each thread its own shapes, so that a shared signature buffer would show.
+                let data = Tensor::arange(0u32, (t as u32 + 2) * 3, &cpu())
+                    .and_then(|d| d.reshape((t + 2, 3)))
+                    .expect("data");
+                for i in 0..200usize {
+                    let ids = Tensor::new(&[(i % (t + 2)) as u32], &cpu()).expect("ids");
+                    let jit = data.jit_index_select(&ids, 0).expect("jit");
+                    let native = data.index_select(&ids, 0).expect("candle");
+                    assert_eq!(bytes(&jit), bytes(&native), "thread {t}, call {i}");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("no thread panicked");
+    }
+}
