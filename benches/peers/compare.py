@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""gather-jit beside numpy, ONNX Runtime, OpenVINO and JAX on the cases S1..S9 of issue 5.
+"""gather-jit beside numpy, ONNX Runtime, OpenVINO and JAX on the cases S1..S9 and three model shapes.
 
-Every peer runs single-threaded on float32 data and int64 indices (random, valid, seeded), called the
-cheapest way it allows from Python:
+Every peer runs single-threaded on float32 data and int64 indices (int32 for two model shapes; random,
+valid, seeded), called the cheapest way it allows from Python:
 
 - numpy:        np.take(..., out=) for Gather, np.take_along_axis for GatherElements, fancy
                 indexing for GatherND (no `out=` exists for the last two);
@@ -71,6 +71,11 @@ class Case:
     indices_shape: tuple[int, ...]
     axis: int = 0
     batch_dims: int = 0
+    index_type: str = "i64"  # "i64" | "i32", as the CLI spells it
+
+    @property
+    def index_dtype(self):
+        return np.int64 if self.index_type == "i64" else np.int32
 
     @property
     def label(self) -> str:
@@ -107,20 +112,25 @@ CASES = [
     Case("S7", "gather-elements", (1024, 1024), (1024, 1024), axis=0),
     Case("S8", "gather-nd", (512, 512), (262144, 2)),
     Case("S9", "gather", (16, 16), (4,), axis=0),
+    # The model shapes of benches/gather.rs (src/workloads.rs `model_cases`).
+    Case("gpt2-embedding", "gather", (50257, 768), (1, 1024), axis=0),
+    Case("topk-gather-elements", "gather-elements", (32, 1000), (32, 5), axis=1, index_type="i32"),
+    Case("detection-gather-nd", "gather-nd", (1, 8400, 4), (1, 300, 1), batch_dims=1,
+         index_type="i32"),  # fmt: skip
 ]
 
 
 def make_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 data and int64 indices, uniform in each indexed dim's valid range [0, size)."""
+    """float32 data and the case's indices, uniform in each indexed dim's valid range [0, size)."""
     rng = np.random.default_rng(seed)
     data = rng.standard_normal(case.data_shape, dtype=np.float32)
     ishape = case.indices_shape
     if case.op == "gather-nd":
         k, b = ishape[-1], case.batch_dims
         cols = [rng.integers(0, case.data_shape[b + j], ishape[:-1]) for j in range(k)]
-        indices = np.stack(cols, axis=-1).astype(np.int64)
+        indices = np.stack(cols, axis=-1).astype(case.index_dtype)
     else:
-        indices = rng.integers(0, case.data_shape[case.axis], ishape, dtype=np.int64)
+        indices = rng.integers(0, case.data_shape[case.axis], ishape, dtype=case.index_dtype)
     return data, np.ascontiguousarray(indices)
 
 
@@ -178,7 +188,11 @@ def setup_onnxruntime(case, data, indices):
         "gather",
         [
             helper.make_tensor_value_info("data", TensorProto.FLOAT, data.shape),
-            helper.make_tensor_value_info("indices", TensorProto.INT64, indices.shape),
+            helper.make_tensor_value_info(
+                "indices",
+                TensorProto.INT64 if case.index_type == "i64" else TensorProto.INT32,
+                indices.shape,
+            ),
         ],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, case.output_shape())],
     )
@@ -213,7 +227,9 @@ def setup_openvino(case, data, indices):
     import openvino.opset13 as ops
 
     p_data = ops.parameter(list(data.shape), ov.Type.f32, name="data")
-    p_idx = ops.parameter(list(indices.shape), ov.Type.i64, name="indices")
+    p_idx = ops.parameter(
+        list(indices.shape), ov.Type.i64 if case.index_type == "i64" else ov.Type.i32, name="indices"
+    )
     if case.op == "gather":  # Gather-8
         node = ops.gather(p_data, p_idx, ops.constant(np.int64(case.axis)), case.batch_dims)
     elif case.op == "gather-elements":  # GatherElements-6
@@ -248,7 +264,7 @@ def setup_jax(case, data, indices):
     import jax
     import jax.numpy as jnp
 
-    jax.config.update("jax_enable_x64", True)  # keep the indices int64
+    jax.config.update("jax_enable_x64", True)  # keep int64 indices int64
     # XLA's own gather clamps start indices, so "promise_in_bounds" is memory-safe; it drops the
     # extra masking of jnp's default "fill" mode (our indices are all valid).
     mode = "promise_in_bounds"
@@ -385,7 +401,7 @@ def check_gather_jit(binary: Path, case: Case, data, indices, reference, tmp: Pa
 def bench_gather_jit(binary: Path, case: Case, seconds: float) -> dict:
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     cmd = [str(binary), "bench", *case.cli_args(), "--data-shape", shape(case.data_shape),
-           "--indices-shape", shape(case.indices_shape), "--dtype", "f32", "--index-type", "i64",
+           "--indices-shape", shape(case.indices_shape), "--dtype", "f32", "--index-type", case.index_type,
            "--time-ms", str(max(1, round(seconds * 1000))), "--json"]  # fmt: skip
     proc = run_cli(cmd)
     if proc.returncode != 0:
@@ -540,7 +556,8 @@ def table(rows: list[Row], peers: list[str]) -> str:
             c.name,
             c.label,
             "[" + ",".join(map(str, c.data_shape)) + "]",
-            "[" + ",".join(map(str, c.indices_shape)) + "]",
+            "[" + ",".join(map(str, c.indices_shape)) + "]"
+            + ("" if c.index_type == "i64" else f" {c.index_type}"),
             fmt_us(jit),
             *(fmt_us(r.times.get(p)) for p in peers),
             f"{fmt_us(timed[best])} ({best})" if best else "n/a",
@@ -624,7 +641,8 @@ def huge_pages_note() -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", default="all", help="comma-separated, e.g. S1,S5 (default all)")
+    ap.add_argument("--cases", default="all",
+                    help="comma-separated, e.g. S1,S5,gpt2-embedding; all (default) or models")  # fmt: skip
     ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of peers")
     ap.add_argument("--repeat-seconds", type=float, default=1.0,
                     help="time spent timing each peer on each case (default 1.0)")  # fmt: skip
@@ -637,13 +655,19 @@ def main() -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args()
 
-    by_name = {c.name: c for c in CASES}
-    names = list(by_name) if args.cases == "all" else [s.strip().upper() for s in args.cases.split(",")]
+    by_name = {c.name.lower(): c for c in CASES}
+    if args.cases == "all":
+        names = list(by_name)
+    elif args.cases == "models":
+        names = [n for n in by_name if not n.startswith("s")]
+    else:
+        names = [s.strip().lower() for s in args.cases.split(",")]
     unknown = [n for n in names if n not in by_name]
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     peers = [p for p in PEERS if p in wanted]
     if unknown or any(p not in PEERS for p in wanted):
-        ap.error(f"cases are S1..S9, peers are {', '.join(PEERS)}")
+        ap.error(f"cases are {', '.join(c.name for c in CASES)} (or all, models); "
+                 f"peers are {', '.join(PEERS)}")  # fmt: skip
     if not args.gather_jit.exists():
         ap.error(f"{args.gather_jit} not found: cargo build --release -p gather-jit-cli")
 
@@ -662,13 +686,16 @@ def main() -> int:
             rows.append(run_case(by_name[name], peers, broken, args.gather_jit, args.repeat_seconds,
                                  max(1, args.rounds), args.seed, Path(tmp), log))  # fmt: skip
 
-    print(header(args.gather_jit, versions, broken))
-    print(f"load average at start {start_load[0]:.2f}, at end {os.getloadavg()[0]:.2f} (1 min)")
-    print(f"huge pages: {huge_pages_note()}")
+    head = header(args.gather_jit, versions, broken)
+    end_load = os.getloadavg()
+    pages = huge_pages_note()
     floor = median_ns(lambda: None, min(args.repeat_seconds, 0.2))
+    print(head)
+    print(f"load average at start {start_load[0]:.2f}, at end {end_load[0]:.2f} (1 min)")
+    print(f"huge pages: {pages}")
     print(f"harness floor: one call of an empty Python function in the timing loop {floor:.0f} ns")
     print()
-    print("Median µs per call, single thread, f32 data, i64 indices:")
+    print("Median µs per call, single thread, f32 data, i64 indices unless marked:")
     print()
     print(table(rows, peers))
     print()
@@ -683,11 +710,25 @@ def main() -> int:
             print(f"- {name} {peer}: {why}")
     if args.json:
         raw = [
-            {"case": r.case.name, "median_ns": r.times, "n/a": r.notes,
+            {"case": r.case.name, "op": r.case.label, "data_shape": r.case.data_shape,
+             "indices_shape": r.case.indices_shape, "index_type": r.case.index_type,
+             "median_ns": r.times, "n/a": r.notes,
              "memcpy_numpy_ns": r.memcpy_np, "gather_jit_cli": r.cli}  # fmt: skip
             for r in rows
         ]
-        args.json.write_text(json.dumps({"versions": versions, "rows": raw}, indent=1) + "\n")
+        setup = {
+            # The header without its date line: the file is kept in the repo, git dates it.
+            "header": [line for line in head.splitlines() if not line.startswith("date:")],
+            "load_average_1min": {"start": start_load[0], "end": end_load[0]},
+            "huge_pages": pages,
+            "python_floor_ns": floor,
+            "repeat_seconds": args.repeat_seconds,
+            "rounds": args.rounds,
+            "seed": args.seed,
+        }
+        args.json.write_text(
+            json.dumps({"versions": versions, "setup": setup, "rows": raw}, indent=1) + "\n"
+        )
     return 0
 
 
