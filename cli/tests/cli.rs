@@ -1130,8 +1130,9 @@ fn every_subcommand_has_help_with_an_example() {
 
 /// A band of 8 MiB (a 4096-column table banded with a 100 MB scratch budget) in 100 MB of
 /// address space: the kernel's per-thread scratch cannot grow, which is an error, not an
-/// abort inside the call.
-#[cfg(target_os = "linux")]
+/// abort inside the call. (Not with the `model` feature: tract's code then takes enough of the
+/// 100 MB that an earlier buffer fails first.)
+#[cfg(all(target_os = "linux", not(feature = "model")))]
 #[test]
 fn a_band_scratch_that_cannot_grow_is_an_error() {
     let args = [
