@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::DType;
-use gather_jit_tract::{JitGather, dtype_of};
+use gather_jit_tract::{JitGather, datum_of, dtype_of};
 use serde_json::json;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::internal::DimLike;
 
 use crate::failure::{Failure, Result};
 use crate::npy::{self, ElementType};
+use crate::random::XorShift;
 use crate::{buffer, run};
 
 #[derive(Args, Debug)]
@@ -101,25 +101,6 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
         .collect();
     let plan = model.into_runnable().map_err(cannot)?;
     Ok(Loaded { plan, gathers })
-}
-
-/// tract's datum type for a gather-jit element type.
-fn datum_of(dtype: DType) -> Option<DatumType> {
-    Some(match dtype {
-        DType::Bool => DatumType::Bool,
-        DType::U8 => DatumType::U8,
-        DType::U16 => DatumType::U16,
-        DType::U32 => DatumType::U32,
-        DType::U64 => DatumType::U64,
-        DType::I8 => DatumType::I8,
-        DType::I16 => DatumType::I16,
-        DType::I32 => DatumType::I32,
-        DType::I64 => DatumType::I64,
-        DType::F16 => DatumType::F16,
-        DType::F32 => DatumType::F32,
-        DType::F64 => DatumType::F64,
-        _ => return None,
-    })
 }
 
 /// `NAME=VALUE` split at its first `=`.
@@ -210,21 +191,15 @@ fn random_input(name: &str, fact: &TypedFact, symbols: &SymbolValues, seed: u64)
         shape.push(dim);
     }
     let len: usize = shape.iter().product();
-    let mut state = seed | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = XorShift::new(seed);
     let dt = fact.datum_type;
     let tensor = if dt.is_float() {
         let values: Vec<f32> = (0..len)
-            .map(|_| (next() % 2000) as f32 / 1000.0 - 1.0)
+            .map(|_| rng.below(2000) as f32 / 1000.0 - 1.0)
             .collect();
         Tensor::from_shape(&shape, &values).and_then(|t| t.cast_to_dt(dt).map(|t| t.into_owned()))
     } else if dt.is_integer() || dt == DatumType::Bool {
-        let values: Vec<i64> = (0..len).map(|_| (next() % 2) as i64).collect();
+        let values: Vec<i64> = (0..len).map(|_| rng.below(2) as i64).collect();
         let values: Vec<i64> = match dt {
             DatumType::Bool => values.iter().map(|v| v & 1).collect(),
             _ => values,

@@ -217,6 +217,25 @@ pub fn dtype_of(datum: DatumType) -> Option<DType> {
     })
 }
 
+/// tract's datum type for a gather-jit element type (the inverse of [`dtype_of`]), if it has one.
+pub fn datum_of(dtype: DType) -> Option<DatumType> {
+    Some(match dtype {
+        DType::Bool => DatumType::Bool,
+        DType::U8 => DatumType::U8,
+        DType::U16 => DatumType::U16,
+        DType::U32 => DatumType::U32,
+        DType::U64 => DatumType::U64,
+        DType::I8 => DatumType::I8,
+        DType::I16 => DatumType::I16,
+        DType::I32 => DatumType::I32,
+        DType::I64 => DatumType::I64,
+        DType::F16 => DatumType::F16,
+        DType::F32 => DatumType::F32,
+        DType::F64 => DatumType::F64,
+        _ => return None,
+    })
+}
+
 /// gather-jit's index type for a tract datum type, if it has one.
 pub fn index_type_of(datum: DatumType) -> Option<IndexType> {
     Some(match datum {
