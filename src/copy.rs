@@ -221,6 +221,17 @@ pub(crate) unsafe extern "C" fn stream_copy(dest: *mut u8, source: *const u8, le
 /// percent faster than none, 16 slower (`cargo bench --bench gather -- S7/jit`).
 const PACK_PREFETCH_ROWS_AHEAD: usize = 8;
 
+/// Grows `scratch` (fallibly) to hold `band` packed, so that [`pack_band`] allocates nothing;
+/// it never shrinks. `Err` carries the bytes that could not be allocated.
+pub(crate) fn grow_band_scratch(scratch: &mut Vec<u128>, band: Band) -> Result<(), usize> {
+    let words = (band.rows * band.row_bytes).div_ceil(16) as usize;
+    if let Some(more) = words.checked_sub(scratch.len()) {
+        scratch.try_reserve_exact(more).map_err(|_| words * 16)?;
+        scratch.resize(words, 0);
+    }
+    Ok(())
+}
+
 /// Copies `band.rows` rows of `band.row_bytes` bytes, `band.row_stride` bytes apart from
 /// `source` on, into `scratch`, packed (`row_bytes` apart), and returns where they start.
 /// The source rows [`PACK_PREFETCH_ROWS_AHEAD`] ahead are prefetched (past the last row
@@ -228,7 +239,8 @@ const PACK_PREFETCH_ROWS_AHEAD: usize = 8;
 ///
 /// # Safety
 /// `source + r * row_stride .. + row_bytes` is readable for every `r < rows`, and `rows *
-/// row_bytes` fits in `isize` (both hold for a plan's band, whose rows lie inside data).
+/// row_bytes` fits in `isize` (both hold for a plan's band, whose rows lie inside data);
+/// `scratch` holds at least `rows * row_bytes` bytes ([`grow_band_scratch`]).
 pub(crate) unsafe fn pack_band(
     source: *const u8,
     band: Band,
@@ -239,16 +251,13 @@ pub(crate) unsafe fn pack_band(
         band.row_stride as usize,
         band.row_bytes as usize,
     );
-    let words = (rows * row_bytes).div_ceil(16);
-    if scratch.len() < words {
-        scratch.resize(words, 0);
-    }
+    debug_assert!(scratch.len() * 16 >= rows * row_bytes, "scratch not grown");
     let dest = scratch.as_mut_ptr().cast::<u8>();
     for row in 0..rows {
         let ahead = (row + PACK_PREFETCH_ROWS_AHEAD).wrapping_mul(row_stride);
         let ahead = source.wrapping_add(ahead);
-        // SAFETY: the caller guarantees the source row; the destination row lies within the
-        // `rows * row_bytes` bytes just ensured; `scratch` is ours, so they do not overlap;
+        // SAFETY: the caller guarantees the source row and that the destination row lies
+        // within `scratch`; `scratch` is ours, so they do not overlap;
         // `ahead` is only prefetched.
         unsafe {
             copy_prefetching(
@@ -336,7 +345,9 @@ mod tests {
                 row_stride,
                 row_bytes,
             };
-            // SAFETY: every row `r * row_stride .. + row_bytes` lies within `source`.
+            grow_band_scratch(&mut scratch, band).expect("a few KiB");
+            // SAFETY: every row `r * row_stride .. + row_bytes` lies within `source`, and the
+            // scratch was just grown to the band.
             let packed = unsafe { pack_band(source.as_ptr(), band, &mut scratch) };
             let (rows, row_stride, row_bytes) =
                 (rows as usize, row_stride as usize, row_bytes as usize);

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 use super::Kernel;
-use crate::copy::pack_band;
+use crate::copy::{grow_band_scratch, pack_band};
 use crate::error::{Error, Result};
 use crate::specialize::{Band, Loop};
 
@@ -198,16 +198,10 @@ impl Kernel {
         let run = |scratch: &mut Vec<u128>| {
             // The scratch grows here, fallibly, to the band's size (at most `MAX_BAND_BYTES`),
             // so that `pack_band` never allocates.
-            let words = (band.rows * band.row_bytes).div_ceil(16) as usize;
-            if let Some(more) = words.checked_sub(scratch.len()) {
-                scratch
-                    .try_reserve_exact(more)
-                    .map_err(|_| Error::Allocation {
-                        what: "a band's scratch buffer",
-                        bytes: words * 16,
-                    })?;
-                scratch.resize(words, 0);
-            }
+            grow_band_scratch(scratch, band).map_err(|bytes| Error::Allocation {
+                what: "a band's scratch buffer",
+                bytes,
+            })?;
             let mut cell = cells.start;
             while cell < cells.end {
                 let (band_index, first_row) = (cell / rows.extent, cell % rows.extent);
@@ -225,7 +219,8 @@ impl Kernel {
                         output.add(offset(|l| l.output_stride) as usize),
                     )
                 };
-                // SAFETY: the band's rows lie inside data (see `specialize::band`).
+                // SAFETY: the band's rows lie inside data (see `specialize::band`), and the
+                // scratch was grown to the band above.
                 let packed = unsafe { pack_band(source, band, scratch) };
                 // SAFETY: `packed` holds the band as the compiled inner loops read it (`rows`
                 // rows of `row_bytes`), the indices and output pointers start at this band,
