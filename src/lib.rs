@@ -103,7 +103,7 @@ pub use ir::{
 pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
-pub use pool::{DEFAULT_WORKER_SPIN, set_worker_spin, worker_spin};
+pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use specialize::Tuning;

@@ -214,6 +214,15 @@ impl Shared {
 
 /// Runs `part(0)`, …, `part(parts - 1)` on the calling thread and the pool's workers and
 /// returns when all have finished. A panic in a part is resumed here, after all finished.
+///
+/// This is how [`Kernel::run_bytes_parallel`](crate::Kernel::run_bytes_parallel) spreads its
+/// parts; a benchmark's reference work runs the same way, on the same threads.
+#[cfg(feature = "unstable")]
+pub fn run_parts(parts: usize, part: &(dyn Fn(usize) + Sync)) {
+    run(parts, part);
+}
+
+/// See [`run_parts`].
 pub(crate) fn run(parts: usize, part: &(dyn Fn(usize) + Sync)) {
     let pool = pool();
     let turn = if parts <= 1 || pool.workers.is_empty() {

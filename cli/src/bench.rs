@@ -1,8 +1,8 @@
 //! `gather-jit bench`: per-call times of one kernel beside a memcpy of the output's size.
 
 use std::hint::black_box;
-use std::io::{self, Write};
-use std::sync::Arc;
+use std::io::Write;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -10,7 +10,7 @@ use gather_jit::{Kernel, KernelCache, Tuning};
 use serde_json::json;
 
 use crate::buffer;
-use crate::failure::{Failure, Result, eprint_line};
+use crate::failure::{Result, eprint_line};
 use crate::hugepages;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::random::{self, XorShift};
@@ -32,8 +32,8 @@ pub struct BenchArgs {
     op: OpArgs,
     #[command(flatten)]
     signature: SignatureArgs,
-    /// Split each call's outermost loop across N threads (Kernel::run_bytes_parallel); the
-    /// memcpy and the fill are split the same way (on scoped threads, spawned per call)
+    /// Split each call's outermost loop into N parts (Kernel::run_bytes_parallel); the memcpy
+    /// and the fill are split into as many parts, run on the same threads
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: u32,
     /// Time budget of the kernel and of the memcpy measurement, each
@@ -84,25 +84,25 @@ pub struct BenchArgs {
 /// output is rarely all zeros.
 const FILL_BYTE: u8 = 0x5a;
 
-/// `write(chunk, offset)` on `dst` cut into `threads` chunks, each on a scoped thread (one
-/// chunk on this thread for `threads <= 1`); `offset` is the chunk's start in `dst`.
-///
-/// # Errors
-/// A thread could not be started (under a memory limit, say); the chunks of the threads that
-/// did start are written.
-fn split(dst: &mut [u8], threads: u64, write: impl Fn(&mut [u8], usize) + Sync) -> io::Result<()> {
-    if threads <= 1 || dst.is_empty() {
-        write(dst, 0);
-        return Ok(());
-    }
-    let chunk = dst.len().div_ceil(threads as usize);
-    let write = &write;
-    std::thread::scope(|scope| {
-        for (i, d) in dst.chunks_mut(chunk).enumerate() {
-            std::thread::Builder::new().spawn_scoped(scope, move || write(d, i * chunk))?;
-        }
-        Ok(())
-    })
+/// `dst` cut into `parts` chunks, each with its start in `dst`, for [`split`].
+fn chunks(dst: &mut [u8], parts: u64) -> Vec<Mutex<(&mut [u8], usize)>> {
+    let chunk = dst.len().div_ceil(parts.max(1) as usize).max(1);
+    dst.chunks_mut(chunk)
+        .enumerate()
+        .map(|(i, d)| Mutex::new((d, i * chunk)))
+        .collect()
+}
+
+/// `write(chunk, offset)` on every chunk, spread over the threads the kernel's parallel calls
+/// use (one chunk per part, as the kernel splits its output), so the references compete on the
+/// same footing and start no thread of their own.
+fn split(chunks: &[Mutex<(&mut [u8], usize)>], write: impl Fn(&mut [u8], usize) + Sync) {
+    gather_jit::run_parts(chunks.len(), &|part| {
+        // Each part locks only its own chunk, so the lock is never contended.
+        let mut chunk = chunks[part].lock().unwrap_or_else(PoisonError::into_inner);
+        let (d, at) = &mut *chunk;
+        write(d, *at);
+    });
 }
 
 /// The median in nanoseconds of `f`'s time, one call per sample, for at most `samples` samples
@@ -226,23 +226,16 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         let _ =
             kernel.run_bytes_parallel(data, &indices, black_box(&mut *output), threads as usize);
     });
-    // The closures cannot return it: the first thread that could not start is an error after.
-    let mut spawn_error = None;
+    let copy_chunks = chunks(&mut copy, threads_used);
     let memcpy = measure(budget, || {
-        let copied = split(black_box(&mut copy), threads_used, |d, at| {
+        split(black_box(&copy_chunks), |d, at| {
             d.copy_from_slice(&source[at..at + d.len()]);
         });
-        spawn_error = spawn_error.take().or(copied.err());
     });
     let fill = measure(budget, || {
-        let filled = split(black_box(&mut copy), threads_used, |d, _| d.fill(FILL_BYTE));
-        spawn_error = spawn_error.take().or(filled.err());
+        split(black_box(&copy_chunks), |d, _| d.fill(FILL_BYTE));
     });
-    if let Some(e) = spawn_error {
-        return Err(Failure::usage(format!(
-            "cannot start a thread for the memcpy and fill references: {e}"
-        )));
-    }
+    drop(copy_chunks);
 
     let moved = bytes_moved(kernel.plan());
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
