@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""gather-jit beside numpy, ONNX Runtime, OpenVINO and JAX on the cases S1..S9 and three model shapes.
+"""gather-jit beside numpy, ONNX Runtime, OpenVINO and JAX on the cases S1..S9 and three model shapes
+(and, when asked with --cases quantized, the quantized gathers Q1..Q3).
 
 Every peer runs single-threaded on float32 data and int64 indices (int32 for two model shapes; random,
 valid, seeded), called the cheapest way it allows from Python:
@@ -19,6 +20,13 @@ reported as n/a with the reason. Each peer gets about --repeat-seconds per case,
 --rounds interleaved rounds so that a burst of load from elsewhere hits every peer alike; a sample
 is a batch of calls (about 20 µs worth) divided by its size, as in the CLI, and a peer's time is
 the median of its samples (gather-jit's, the median of its per-round `bench` medians).
+
+The quantized cases (Q1, Q2: GatherBlockQuantized, 4-bit, block 32, f32 scales; Q3-q4_0, Q3-q8_0:
+GGUF rows; all on a [32000, 4096] logical table) run only when named: ONNX Runtime's
+GatherBlockQuantized and numpy for Q1/Q2, numpy + gguf.quants.dequantize for Q3, gather-jit through
+`gather-jit bench --op gather-block-quantized|gather-gguf`. While the CLI lacks those ops gather-jit
+is n/a (the CLI's error is the reason) and the CLI's memcpy and fill come from a plain Gather bench
+with the same output size.
 
 It installs nothing: see README.md beside it. Pin the process to one core for steady numbers, e.g.
 `taskset -c 0 python compare.py` (the gather-jit child processes inherit the affinity).
@@ -57,6 +65,7 @@ except ImportError:
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = ("numpy", "onnxruntime", "openvino", "jax")
+ALL_PEERS = (*PEERS, "gguf")  # gguf: the peer of the GGUF cases (Q3) only
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,6 +110,11 @@ class Case:
             args += ["--batch-dims", str(self.batch_dims)]
         return args
 
+    def bench_args(self) -> list[str]:
+        return ["--dtype", "f32", "--index-type", self.index_type]
+
+    run_check = True  # `gather-jit run --check`: also the JIT against the interpreter
+
 
 CASES = [
     Case("S1", "gather-nd", (1000, 256, 10, 15), (25, 125, 3)),
@@ -118,6 +132,200 @@ CASES = [
     Case("detection-gather-nd", "gather-nd", (1, 8400, 4), (1, 300, 1), batch_dims=1,
          index_type="i32"),  # fmt: skip
 ]
+
+
+
+
+@dataclass(frozen=True)
+class QCase:
+    """A quantized gather (the cases Q1..Q3): GatherBlockQuantized (gather_axis 0, quantize_axis 1,
+    no zero points, f32 scales) or GGUF rows. `data_shape` is the logical (dequantized) shape."""
+
+    name: str
+    op: str  # "gather-block-quantized" | "gather-gguf", as the CLI spells it
+    data_shape: tuple[int, int]
+    indices_shape: tuple[int, ...]
+    bits: int = 4
+    block_size: int = 32
+    format: str = ""  # "q4_0" | "q8_0" for gather-gguf
+    index_type: str = "i64"
+
+    @property
+    def label(self) -> str:
+        if self.op == "gather-gguf":
+            return f"GGUF rows {self.format.upper()}"
+        return f"GatherBlockQuantized {self.bits}-bit block {self.block_size}"
+
+    def output_shape(self) -> tuple[int, ...]:
+        return self.indices_shape + self.data_shape[1:]
+
+    def cli_args(self) -> list[str]:
+        if self.op == "gather-gguf":
+            return ["--op", self.op, "--format", self.format]
+        return ["--op", self.op, "--bits", str(self.bits), "--block-size", str(self.block_size),
+                "--gather-axis", "0", "--quantize-axis", "1"]  # fmt: skip
+
+    def bench_args(self) -> list[str]:
+        return []
+
+    run_check = False
+
+    def peers(self) -> tuple[str, ...]:
+        """The peers that run this case (OpenVINO and JAX have no quantized gather here)."""
+        return ("gguf",) if self.op == "gather-gguf" else ("numpy", "onnxruntime")
+
+
+# A 4-bit LLaMA-sized embedding table (vocabulary 32000, width 4096), one prompt of 32 tokens
+# (Q1, Q3) or 2048 (Q2).
+QCASES = [
+    QCase("Q1", "gather-block-quantized", (32000, 4096), (1, 32)),
+    QCase("Q2", "gather-block-quantized", (32000, 4096), (1, 2048)),
+    QCase("Q3-q4_0", "gather-gguf", (32000, 4096), (1, 32), format="q4_0"),
+    QCase("Q3-q8_0", "gather-gguf", (32000, 4096), (1, 32), format="q8_0"),
+]
+GGUF_BLOCK_BYTES = {"q4_0": 18, "q8_0": 34}  # per block of 32 values: f16 d, then the values
+
+
+def make_qinputs(case: QCase, seed: int) -> tuple[np.ndarray, ...]:
+    """The stored inputs, in the order `gather-jit run` takes them. GatherBlockQuantized: data
+    uint8 [rows, cols * bits / 8] (last axis packed, low nibble first), indices, scales f32
+    [rows, cols / block]. GGUF: data uint8 [rows, blocks * block bytes] of random blocks (a random
+    finite f16 d, random quants), indices. Indices uniform over the rows."""
+    rng = np.random.default_rng(seed)
+    rows, cols = case.data_shape
+    indices = rng.integers(0, rows, case.indices_shape, dtype=np.int64)
+    if case.index_type == "i32":
+        indices = indices.astype(np.int32)
+    if case.op == "gather-gguf":
+        blocks, size = cols // 32, GGUF_BLOCK_BYTES[case.format]
+        data = rng.integers(0, 256, (rows, blocks, size), dtype=np.uint8)
+        d = (rng.standard_normal((rows, blocks), dtype=np.float32) * 0.02).astype("<f2")
+        data[..., :2] = d.view(np.uint8).reshape(rows, blocks, 2)
+        return data.reshape(rows, blocks * size), indices
+    data = rng.integers(0, 256, (rows, cols * case.bits // 8), dtype=np.uint8)
+    scales = rng.uniform(0.001, 0.05, (rows, -(-cols // case.block_size))).astype(np.float32)
+    return data, indices, scales
+
+
+def q_reference(case: QCase, inputs) -> np.ndarray:
+    """The definition, spelled plainly (allocating; not timed): GatherBlockQuantized
+    (q - 2**(bits-1)) * scale in float32; GGUF Q4_0 (nibble - 8) * d (value j from the low nibble
+    of byte j, value 16 + j from its high nibble), Q8_0 q * d."""
+    rows, cols = case.data_shape
+    if case.op == "gather-gguf":
+        data, indices = inputs
+        size = GGUF_BLOCK_BYTES[case.format]
+        g = data[indices.reshape(-1)].reshape(-1, cols // 32, size)
+        d = np.ascontiguousarray(g[..., :2]).view("<f2")[..., 0].astype(np.float32)
+        if case.format == "q4_0":
+            qs = g[..., 2:]
+            q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.int8) - np.int8(8)
+        else:
+            q = g[..., 2:].view(np.int8)
+        out = q.astype(np.float32) * d[..., None]
+        return out.reshape(case.output_shape())
+    data, indices, scales = inputs
+    g = data[indices]
+    if case.bits == 4:
+        q = np.stack([g & 0x0F, g >> 4], axis=-1).reshape(g.shape[:-1] + (cols,))
+    else:
+        q = g
+    zp = 1 << (case.bits - 1)
+    s = np.repeat(scales[indices], case.block_size, axis=-1)[..., :cols]
+    return (q.astype(np.int32) - zp).astype(np.float32) * s
+
+
+def setup_q_numpy(case: QCase, data, indices, scales):
+    """GatherBlockQuantized in numpy with preallocated buffers: take the packed rows and their
+    scales, a 256-entry table byte -> (low nibble - 8, high nibble - 8) as float32 pairs (which
+    unpacks and subtracts the zero point in one take), one multiply by the block scales."""
+    assert case.bits == 4 and case.data_shape[1] % case.block_size == 0
+    cols, block = case.data_shape[1], case.block_size
+    b = np.arange(256)
+    lut = np.stack([(b & 0x0F) - 8, (b >> 4) - 8], axis=-1).astype(np.float32)
+    g = np.empty(indices.shape + (data.shape[1],), np.uint8)
+    s = np.empty(indices.shape + (scales.shape[1],), np.float32)
+    pairs = np.empty(g.shape + (2,), np.float32)
+    out = np.empty(case.output_shape(), np.float32)
+    blocked = indices.shape + (cols // block, block)
+    pairs_b, out_b, s_b = pairs.reshape(blocked), out.reshape(blocked), s[..., None]
+
+    def call():
+        np.take(data, indices, axis=0, out=g, mode="clip")  # valid indices: as mode="raise"
+        np.take(scales, indices, axis=0, out=s, mode="clip")
+        np.take(lut, g, axis=0, out=pairs, mode="clip")
+        np.multiply(pairs_b, s_b, out=out_b)
+
+    return call, lambda: out
+
+
+def setup_q_onnxruntime(case: QCase, data, indices, scales):
+    """ONNX Runtime's GatherBlockQuantized (com.microsoft, opset 1), a one-node graph over uint8
+    data, I/O bound like the Gather cases."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("GatherBlockQuantized", ["data", "indices", "scales"], ["out"],
+                            domain="com.microsoft", gather_axis=0, quantize_axis=1,
+                            block_size=case.block_size, bits=case.bits)  # fmt: skip
+    idx_type = TensorProto.INT64 if indices.dtype == np.int64 else TensorProto.INT32
+    graph = helper.make_graph(
+        [node],
+        "gather_block_quantized",
+        [
+            helper.make_tensor_value_info("data", TensorProto.UINT8, data.shape),
+            helper.make_tensor_value_info("indices", idx_type, indices.shape),
+            helper.make_tensor_value_info("scales", TensorProto.FLOAT, scales.shape),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, case.output_shape())],
+    )
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])  # fmt: skip
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    out = np.empty(case.output_shape(), np.float32)
+    binding = sess.io_binding()
+    inputs = [ort.OrtValue.ortvalue_from_numpy(a) for a in (data, indices, scales)]
+    for name, value in zip(("data", "indices", "scales"), inputs):
+        binding.bind_ortvalue_input(name, value)
+    binding.bind_output("out", "cpu", 0, np.float32, list(out.shape), out.ctypes.data)
+
+    def call():
+        sess.run_with_iobinding(binding)
+
+    call.keep = (sess, inputs, binding, out)  # type: ignore[attr-defined]
+    return call, lambda: out
+
+
+def setup_q_gguf(case: QCase, data, indices):
+    """GGUF rows: the gathered raw rows (np.take into a preallocated buffer), then
+    `gguf.quants.dequantize` (llama.cpp's Python reference, numpy inside; it allocates)."""
+    import gguf
+
+    qtype = {"q4_0": gguf.GGMLQuantizationType.Q4_0, "q8_0": gguf.GGMLQuantizationType.Q8_0}
+    qtype = qtype[case.format]
+    flat = indices.reshape(-1)
+    g = np.empty((flat.size, data.shape[1]), np.uint8)
+    shape = case.output_shape()
+    last = [None]
+
+    def call():
+        np.take(data, flat, axis=0, out=g, mode="clip")
+        last[0] = gguf.quants.dequantize(g, qtype).reshape(shape)
+
+    return call, lambda: last[0]
+
+
+Q_SETUPS: dict[str, Callable] = {
+    "numpy": setup_q_numpy,
+    "onnxruntime": setup_q_onnxruntime,
+    "gguf": setup_q_gguf,
+}
 
 
 def make_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -316,6 +524,11 @@ def peer_version(peer: str) -> str:
         import jaxlib
 
         return f"{jax.__version__} (jaxlib {jaxlib.__version__})"
+    if peer == "gguf":
+        import gguf  # noqa: F401 - importable, not only installed
+        from importlib.metadata import version
+
+        return f"{version('gguf')} (gguf.quants)"
     raise ValueError(peer)
 
 
@@ -381,27 +594,31 @@ def run_cli(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, check=False)
 
 
-def check_gather_jit(binary: Path, case: Case, data, indices, reference, tmp: Path) -> str | None:
-    """None if `gather-jit run --check` on the same inputs gives numpy's result, else why not."""
-    paths = [tmp / "data.npy", tmp / "indices.npy", tmp / "out.npy"]
-    np.save(paths[0], data)
-    np.save(paths[1], indices)
+def check_gather_jit(binary: Path, case: Case | QCase, inputs, reference,
+                     tmp: Path) -> str | None:  # fmt: skip
+    """None if `gather-jit run` (with `--check` for the Gather cases) on the same inputs (data,
+    indices[, scales]) gives numpy's result, else why not."""
+    names = ["data", "indices", "scales"][: len(inputs)]
+    paths = [tmp / f"{name}.npy" for name in names]
+    out = tmp / "out.npy"
     try:
-        cmd = [str(binary), "run", *case.cli_args(), str(paths[0]), str(paths[1])]
-        proc = run_cli(cmd + ["-o", str(paths[2]), "--check"])
+        for path, array in zip(paths, inputs):
+            np.save(path, array)
+        cmd = [str(binary), "run", *case.cli_args(), *map(str, paths), "-o", str(out)]
+        proc = run_cli(cmd + (["--check"] if case.run_check else []))
         if proc.returncode != 0:
             return f"`gather-jit run` exited {proc.returncode}: {proc.stderr.strip()[:200]}"
-        got = np.load(paths[2])
+        got = np.load(out)
         return mismatch(got, reference)
     finally:
-        for p in paths:
+        for p in [*paths, out]:
             p.unlink(missing_ok=True)
 
 
-def bench_gather_jit(binary: Path, case: Case, seconds: float) -> dict:
+def bench_gather_jit(binary: Path, case: Case | QCase, seconds: float) -> dict:
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     cmd = [str(binary), "bench", *case.cli_args(), "--data-shape", shape(case.data_shape),
-           "--indices-shape", shape(case.indices_shape), "--dtype", "f32", "--index-type", case.index_type,
+           "--indices-shape", shape(case.indices_shape), *case.bench_args(),
            "--time-ms", str(max(1, round(seconds * 1000))), "--json"]  # fmt: skip
     proc = run_cli(cmd)
     if proc.returncode != 0:
@@ -410,6 +627,16 @@ def bench_gather_jit(binary: Path, case: Case, seconds: float) -> dict:
     if tuple(result["output_shape"]) != case.output_shape():
         raise RuntimeError(f"output shape {result['output_shape']} != {case.output_shape()}")
     return result
+
+
+def cli_copy_fill(binary: Path, case: QCase, seconds: float) -> dict:
+    """memcpy_ns and fill_ns of the output's size from a plain f32 Gather bench whose output has
+    the quantized case's shape (data [rows, row_len] with one row per index): for when the CLI
+    cannot bench the quantized op itself. Only those two fields (and memcpy_bytes) are kept."""
+    rows = max(1, int(np.prod(case.indices_shape)))
+    probe = Case(case.name, "gather", (rows, case.data_shape[1]), case.indices_shape)
+    result = bench_gather_jit(binary, probe, seconds)
+    return {k: result[k] for k in ("memcpy_ns", "fill_ns", "memcpy_bytes") if k in result}
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,22 +663,30 @@ def short(exc: BaseException) -> str:
 
 @dataclass
 class Row:
-    case: Case
+    case: Case | QCase
     times: dict[str, float] = field(default_factory=dict)  # peer -> median ns
     notes: dict[str, str] = field(default_factory=dict)  # peer -> why n/a
     memcpy_np: float | None = None
     cli: dict | None = None
+    # Quantized cases whose op the CLI cannot bench: memcpy/fill from `cli_copy_fill`.
+    cli_copy_fill: dict | None = None
 
 
-def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
+def run_case(case: Case | QCase, peers: list[str], broken: dict[str, str], binary: Path,
              seconds: float, rounds: int, seed: int, tmp: Path, log) -> Row:  # fmt: skip
     """Sets every peer up and checks its output, then times them all in `rounds` interleaved
     rounds, the order rotating, so that a burst of load from elsewhere is shared out rather than
     landing on one peer. A peer's time is the median of all its samples; gather-jit's is the
     median of its per-round `gather-jit bench` medians."""
     row = Row(case)
-    data, indices = make_inputs(case, seed)
-    reference = setup_numpy_reference(case, data, indices)
+    if isinstance(case, QCase):
+        inputs = make_qinputs(case, seed)
+        reference = q_reference(case, inputs)
+        setups, peers = Q_SETUPS, [p for p in peers if p in case.peers()]
+    else:
+        inputs = make_inputs(case, seed)
+        reference = setup_numpy_reference(case, *inputs)
+        setups, peers = SETUPS, [p for p in peers if p in PEERS]
     assert reference.shape == case.output_shape(), (reference.shape, case.output_shape())
 
     samplers: dict[str, Sampler] = {}
@@ -460,7 +695,7 @@ def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
             continue
         log(f"{case.name} {peer}: set up and check")
         try:
-            call, output = SETUPS[peer](case, data, indices)
+            call, output = setups[peer](case, *inputs)
             call()
             why = mismatch(output(), reference)
             if why:
@@ -476,7 +711,7 @@ def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
 
     log(f"{case.name} gather-jit: check")
     try:
-        why = check_gather_jit(binary, case, data, indices, reference, tmp)
+        why = check_gather_jit(binary, case, inputs, reference, tmp)
     except Exception as exc:  # noqa: BLE001
         why = short(exc)
     if why:
@@ -504,7 +739,13 @@ def run_case(case: Case, peers: list[str], broken: dict[str, str], binary: Path,
     if cli_runs and "gather-jit" in names:
         row.cli = merge_cli_runs(cli_runs)
         row.times["gather-jit"] = row.cli["median_ns"]
-    del samplers
+    elif isinstance(case, QCase):
+        log(f"{case.name} memcpy and fill of the output through a plain Gather bench")
+        try:
+            row.cli_copy_fill = cli_copy_fill(binary, case, seconds)
+        except Exception as exc:  # noqa: BLE001
+            log(f"{case.name}: no CLI memcpy/fill ({short(exc)})")
+    del samplers, inputs
     gc.collect()
     return row
 
@@ -570,6 +811,39 @@ def table(rows: list[Row], peers: list[str]) -> str:
     return "\n".join(lines)
 
 
+def qtable(rows: list[Row]) -> str:
+    """The quantized cases: their own peers (numpy and ONNX Runtime for GatherBlockQuantized,
+    numpy + gguf.quants for GGUF rows); `-` where a peer does not apply."""
+    peers = ("numpy", "onnxruntime", "gguf")
+    head = ["case", "op", "data shape (logical)", "indices shape", "gather-jit", "numpy",
+            "onnxruntime", "numpy + gguf", "best peer", "gather-jit / best", "memcpy (numpy)",
+            "memcpy (gather-jit CLI)", "fill (gather-jit CLI)"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        c = r.case
+        timed = {p: r.times[p] for p in peers if p in r.times}
+        best = min(timed, key=timed.get) if timed else None
+        jit = r.times.get("gather-jit")
+        ratio = f"{jit / timed[best]:.2f}" if best and jit else "n/a"
+        cli = r.cli or r.cli_copy_fill or {}
+        cells = [
+            c.name,
+            c.label,
+            "[" + ",".join(map(str, c.data_shape)) + "]",
+            "[" + ",".join(map(str, c.indices_shape)) + "]"
+            + ("" if c.index_type == "i64" else f" {c.index_type}"),
+            fmt_us(jit),
+            *(fmt_us(r.times.get(p)) if p in c.peers() else "-" for p in peers),
+            f"{fmt_us(timed[best])} ({best})" if best else "n/a",
+            ratio,
+            fmt_us(r.memcpy_np),
+            fmt_us(cli.get("memcpy_ns")),
+            fmt_us(cli.get("fill_ns")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def cli_table(rows: list[Row]) -> str:
     lines = ["| case | compile, median (µs) | first compile (µs) | on shared code (µs) "
              "| cache hit (ns) | hit, lent (ns) | gather-jit / memcpy (CLI) | GB/s | code bytes |",
@@ -612,7 +886,7 @@ def header(binary: Path, versions: dict[str, str], broken: dict[str, str]) -> st
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
         f"python {platform.python_version()}; {jit_version} at commit {commit or '?'}",
     ]
-    for peer in PEERS:
+    for peer in (*PEERS, "gguf"):
         if peer in versions:
             out.append(f"{peer} {versions[peer]}")
         elif peer in broken:
@@ -642,8 +916,10 @@ def huge_pages_note() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="all",
-                    help="comma-separated, e.g. S1,S5,gpt2-embedding; all (default) or models")  # fmt: skip
-    ap.add_argument("--peers", default=",".join(PEERS), help="comma-separated subset of peers")
+                    help="comma-separated, e.g. S1,S5,gpt2-embedding,Q1; all (default: S1..S9 and "
+                         "the models), models, quantized (Q1, Q2, Q3-q4_0, Q3-q8_0; Q3 is both)")  # fmt: skip
+    ap.add_argument("--peers", default=",".join(ALL_PEERS),
+                    help="comma-separated subset of peers (gguf: Q3's numpy + gguf.quants)")  # fmt: skip
     ap.add_argument("--repeat-seconds", type=float, default=1.0,
                     help="time spent timing each peer on each case (default 1.0)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=3,
@@ -655,25 +931,31 @@ def main() -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args()
 
-    by_name = {c.name.lower(): c for c in CASES}
-    if args.cases == "all":
-        names = list(by_name)
-    elif args.cases == "models":
-        names = [n for n in by_name if not n.startswith("s")]
-    else:
-        names = [s.strip().lower() for s in args.cases.split(",")]
+    by_name = {c.name.lower(): c for c in [*CASES, *QCASES]}
+    groups = {
+        "all": [c.name.lower() for c in CASES],
+        "models": [c.name.lower() for c in CASES if not c.name.startswith("S")],
+        "quantized": [c.name.lower() for c in QCASES],
+        "q3": [c.name.lower() for c in QCASES if c.name.startswith("Q3")],
+    }
+    names = []
+    for n in (s.strip().lower() for s in args.cases.split(",") if s.strip()):
+        names += [m for m in groups.get(n, [n]) if m not in names]
     unknown = [n for n in names if n not in by_name]
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
-    peers = [p for p in PEERS if p in wanted]
-    if unknown or any(p not in PEERS for p in wanted):
-        ap.error(f"cases are {', '.join(c.name for c in CASES)} (or all, models); "
-                 f"peers are {', '.join(PEERS)}")  # fmt: skip
+    peers = [p for p in ALL_PEERS if p in wanted]
+    if unknown or any(p not in ALL_PEERS for p in wanted):
+        ap.error(f"cases are {', '.join(c.name for c in [*CASES, *QCASES])} (or all, models, "
+                 f"quantized, Q3); peers are {', '.join(ALL_PEERS)}")  # fmt: skip
     if not args.gather_jit.exists():
         ap.error(f"{args.gather_jit} not found: cargo build --release -p gather-jit-cli")
 
     log = (lambda msg: None) if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     versions, broken = {}, {}
-    for peer in peers:
+    # Only the peers some selected case runs (gguf only for Q3, OpenVINO and JAX not for Q*).
+    needed = {p for n in names for p in (by_name[n].peers() if isinstance(by_name[n], QCase)
+                                         else PEERS)}  # fmt: skip
+    for peer in (p for p in peers if p in needed):
         try:
             versions[peer] = peer_version(peer)
         except Exception as exc:  # noqa: BLE001 - not installed or broken: n/a for every case
@@ -695,10 +977,19 @@ def main() -> int:
     print(f"huge pages: {pages}")
     print(f"harness floor: one call of an empty Python function in the timing loop {floor:.0f} ns")
     print()
-    print("Median µs per call, single thread, f32 data, i64 indices unless marked:")
-    print()
-    print(table(rows, peers))
-    print()
+    plain = [r for r in rows if isinstance(r.case, Case)]
+    quantized = [r for r in rows if isinstance(r.case, QCase)]
+    if plain:
+        print("Median µs per call, single thread, f32 data, i64 indices unless marked:")
+        print()
+        print(table(plain, [p for p in peers if p in PEERS]))
+        print()
+    if quantized:
+        print("Quantized gathers, median µs per call, single thread, f32 output, i64 indices "
+              "(GatherBlockQuantized: f32 scales, no zero points):")  # fmt: skip
+        print()
+        print(qtable(quantized))
+        print()
     print("gather-jit (from `gather-jit bench --json`):")
     print()
     print(cli_table(rows))
@@ -716,6 +1007,15 @@ def main() -> int:
              "memcpy_numpy_ns": r.memcpy_np, "gather_jit_cli": r.cli}  # fmt: skip
             for r in rows
         ]
+        for entry, r in zip(raw, rows):
+            if isinstance(r.case, QCase):
+                c = r.case
+                entry["quantized"] = (
+                    {"format": c.format} if c.op == "gather-gguf" else
+                    {"bits": c.bits, "block_size": c.block_size, "gather_axis": 0,
+                     "quantize_axis": 1, "scales": "f32", "zero_points": False})  # fmt: skip
+                if r.cli_copy_fill:
+                    entry["gather_jit_cli_copy_fill"] = r.cli_copy_fill
         setup = {
             # The header without its date line: the file is kept in the repo, git dates it.
             "header": [line for line in head.splitlines() if not line.startswith("date:")],

@@ -8,6 +8,9 @@ The figure shows, per case, gather-jit's median time divided by the best peer's 
 numpy, ONNX Runtime, OpenVINO and JAX on that case) and divided by a `memcpy` of its output's size
 (the CLI's, timed in the same process as the kernel), on a log scale with a line at 1.0. Needs
 matplotlib (only for the figure); see README.md.
+
+The quantized cases (Q1..Q3, rows with a "quantized" key) are not in the figure: `--table` lists
+them in a table of their own, with their peers' times even where gather-jit has none yet.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import sys
 from pathlib import Path
 
 PEERS = ("numpy", "onnxruntime", "openvino", "jax")
-PEER_NAMES = {"numpy": "numpy", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "jax": "JAX"}
+Q_PEERS = ("numpy", "onnxruntime", "gguf")  # the peers of the quantized cases
+PEER_NAMES = {"numpy": "numpy", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "jax": "JAX",
+              "gguf": "numpy + gguf"}  # fmt: skip
 # Under the bars, where space is short.
 PEER_SHORT = {"numpy": "numpy", "onnxruntime": "ORT", "openvino": "OpenVINO", "jax": "JAX"}
 CASE_SHORT = {"gpt2-embedding": "GPT-2 emb.", "topk-gather-elements": "top-k",
@@ -33,6 +38,8 @@ def load(path: Path) -> list[dict]:
     """One dict per case that gather-jit and at least one peer timed, with the derived figures."""
     rows = []
     for raw in json.loads(path.read_text())["rows"]:
+        if "quantized" in raw:  # load_quantized's
+            continue
         times, cli = raw["median_ns"], raw["gather_jit_cli"]
         peers = {p: times[p] for p in PEERS if p in times}
         jit = times.get("gather-jit")
@@ -45,6 +52,33 @@ def load(path: Path) -> list[dict]:
             "indices": raw.get("indices_shape"), "index_type": raw.get("index_type", "i64"),
             "jit": jit, "best": best, "best_ns": peers[best], "memcpy": cli["memcpy_ns"],
             "fill": cli["fill_ns"], "compile": cli["compile_ns"], "hit": cli["cache_hit_ns"],
+            "na": raw.get("n/a", {}),
+        })  # fmt: skip
+    return rows
+
+
+def load_quantized(path: Path) -> list[dict]:
+    """The quantized cases (Q1..Q3) that at least one peer timed; gather-jit's figures are None
+    where it has none (its CLI without the op). memcpy and fill come from gather-jit's own bench,
+    else from the plain Gather bench of the same output size compare.py ran instead."""
+    rows = []
+    for raw in json.loads(path.read_text())["rows"]:
+        if "quantized" not in raw:
+            continue
+        times = raw["median_ns"]
+        cli = raw.get("gather_jit_cli") or {}
+        copy_fill = cli or raw.get("gather_jit_cli_copy_fill") or {}
+        peers = {p: times[p] for p in Q_PEERS if p in times}
+        if not peers:
+            print(f"{raw['case']}: no peer time, left out", file=sys.stderr)
+            continue
+        best = min(peers, key=peers.get)
+        rows.append({
+            "case": raw["case"], "op": raw.get("op", ""), "data": raw.get("data_shape"),
+            "indices": raw.get("indices_shape"), "index_type": raw.get("index_type", "i64"),
+            "jit": times.get("gather-jit"), "best": best, "best_ns": peers[best],
+            "memcpy": copy_fill.get("memcpy_ns"), "fill": copy_fill.get("fill_ns"),
+            "compile": cli.get("compile_ns"), "hit": cli.get("cache_hit_ns"),
             "na": raw.get("n/a", {}),
         })  # fmt: skip
     return rows
@@ -76,6 +110,31 @@ def table(rows: list[dict]) -> str:
                  f"{us(r['best_ns'])} {PEER_NAMES[r['best']]}", f"{r['jit'] / r['best_ns']:.2f}",
                  us(r["memcpy"]), us(r["fill"]), f"{r['jit'] / r['memcpy']:.2f}",
                  f"{r['jit'] / r['fill']:.2f}", f"{r['compile'] / 1000:.0f}", f"{r['hit']:.0f}"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def qtable(rows: list[dict]) -> str:
+    """The quantized cases; n/a where gather-jit (or the CLI's memcpy/fill) has no figure."""
+    head = ["case", "op", "data (logical)", "indices", "gather-jit (µs)", "best peer (µs)",
+            "/ best peer", "memcpy (µs)", "fill (µs)", "/ memcpy", "/ fill", "compile (µs)",
+            "cache hit (ns)"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def div(a, b) -> str:
+        return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+    for r in rows:
+        indices = shape(r["indices"]) + (f" {r['index_type']}" if r["index_type"] != "i64" else "")
+        jit = r["jit"]
+        cells = [r["case"], r["op"], shape(r["data"]), indices,
+                 us(jit) if jit is not None else "n/a",
+                 f"{us(r['best_ns'])} {PEER_NAMES[r['best']]}", div(jit, r["best_ns"]),
+                 us(r["memcpy"]) if r["memcpy"] is not None else "n/a",
+                 us(r["fill"]) if r["fill"] is not None else "n/a",
+                 div(jit, r["memcpy"]), div(jit, r["fill"]),
+                 f"{r['compile'] / 1000:.0f}" if r["compile"] is not None else "n/a",
+                 f"{r['hit']:.0f}" if r["hit"] is not None else "n/a"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -141,14 +200,17 @@ def main() -> int:
     ap.add_argument("--table", action="store_true", help="print the Markdown tables, draw nothing")
     args = ap.parse_args()
     rows = load(args.json)
+    quantized = load_quantized(args.json)
     if args.table:
         cases = [r for r in rows if r["case"].startswith("S")]
         models = [r for r in rows if not r["case"].startswith("S")]
-        print(table(cases))
-        if models:
-            print()
-            print(table(models))
+        tables = [table(t) for t in (cases, models) if t]
+        if quantized:
+            tables.append(qtable(quantized))
+        print("\n\n".join(tables))
         return 0
+    if not rows:
+        sys.exit("no case with gather-jit and peer times to plot")
     title = ("gather-jit, one thread: median time per call relative to the fastest peer and to a "
              "memcpy of the output (f32 data)")  # fmt: skip
     plot(rows, args.output, title)
