@@ -4,14 +4,16 @@ use crate::ir::{DType, Flavor, IndexType, OpName, ShapeDisplay};
 
 /// Everything that can go wrong, from signature validation to a bad index at run time.
 ///
-/// The enum is `#[non_exhaustive]` so that new checks can be added; match the variants you act
-/// on (for example [`Error::IndexOutOfRange`] to learn the bad index) and use
-/// [`Error::category`] for a stable short classification.
+/// The enum and each variant are `#[non_exhaustive]`, so new checks and new fields can be added:
+/// match the variants you act on, with `..` (for example [`Error::IndexOutOfRange`] to learn the
+/// bad index), and use [`Error::category`] for a stable short classification. Errors are made
+/// by this crate only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The flavor does not define this operator (e.g. `openvino-gather8` with GatherND).
     #[error("{op}: flavor {flavor} does not define this operator")]
+    #[non_exhaustive]
     FlavorMismatch {
         /// The operator.
         op: OpName,
@@ -20,6 +22,7 @@ pub enum Error {
     },
     /// An attribute value the flavor does not have (e.g. batch_dims with ONNX Gather).
     #[error("{op}: flavor {flavor} does not support {attribute}={value} ({allowed})")]
+    #[non_exhaustive]
     UnsupportedAttribute {
         /// The operator.
         op: OpName,
@@ -34,6 +37,7 @@ pub enum Error {
     },
     /// An input's rank is below the operator's minimum.
     #[error("{op}: {input} has rank {rank}, but at least {min} is required")]
+    #[non_exhaustive]
     RankTooSmall {
         /// The operator.
         op: OpName,
@@ -46,6 +50,7 @@ pub enum Error {
     },
     /// A tensor has more dims than [`MAX_RANK`](crate::ir::MAX_RANK).
     #[error("{op}: {input} has rank {rank}, but at most {max} is supported")]
+    #[non_exhaustive]
     RankTooLarge {
         /// The operator.
         op: OpName,
@@ -58,6 +63,7 @@ pub enum Error {
     },
     /// `axis` outside `[-rank, rank-1]`.
     #[error("{op}: axis {axis} is out of range for data of rank {rank} (allowed -{rank}..={max})", max = *rank as i64 - 1)]
+    #[non_exhaustive]
     AxisOutOfRange {
         /// The operator.
         op: OpName,
@@ -68,6 +74,7 @@ pub enum Error {
     },
     /// `batch_dims` outside its allowed range.
     #[error("{op}: batch_dims {batch_dims} is out of range (allowed {min}..={max})")]
+    #[non_exhaustive]
     BatchDimsOutOfRange {
         /// The operator.
         op: OpName,
@@ -80,6 +87,7 @@ pub enum Error {
     },
     /// Gather's normalised `batch_dims` exceeds its normalised `axis`.
     #[error("{op}: batch_dims {batch_dims} must not exceed axis {axis}")]
+    #[non_exhaustive]
     BatchDimsExceedAxis {
         /// The operator.
         op: OpName,
@@ -93,6 +101,7 @@ pub enum Error {
         "{op}: batch dims mismatch at dim {dim}: data has {data}, indices have {indices} (data {data_shape}, indices {indices_shape})",
         data_shape = ShapeDisplay(data_shape), indices_shape = ShapeDisplay(indices_shape)
     )]
+    #[non_exhaustive]
     BatchDimMismatch {
         /// The operator.
         op: OpName,
@@ -109,6 +118,7 @@ pub enum Error {
     },
     /// GatherND's `indices.shape[-1]` is 0 or greater than `data.rank - batch_dims`.
     #[error("{op}: indices last dim {depth} must be in 1..={max} (data rank minus batch_dims)")]
+    #[non_exhaustive]
     IndexDepthOutOfRange {
         /// The operator.
         op: OpName,
@@ -121,6 +131,7 @@ pub enum Error {
     #[error(
         "{op}: data has rank {data_rank} but indices have rank {indices_rank}; they must be equal"
     )]
+    #[non_exhaustive]
     RankMismatch {
         /// The operator.
         op: OpName,
@@ -131,6 +142,7 @@ pub enum Error {
     },
     /// GatherElements: a non-axis dim of indices is not allowed for data's.
     #[error("{op}: indices dim {dim} is {indices} but data's is {data}; it must be {rule}")]
+    #[non_exhaustive]
     DimMismatch {
         /// The operator.
         op: OpName,
@@ -145,6 +157,7 @@ pub enum Error {
     },
     /// An element count or byte size does not fit the address space.
     #[error("{what} of shape {shape} has more elements or bytes than fit in memory", shape = ShapeDisplay(shape))]
+    #[non_exhaustive]
     SizeOverflow {
         /// Which tensor (`data`, `indices`, `output`).
         what: &'static str,
@@ -157,6 +170,7 @@ pub enum Error {
         "{op}: index {value} at position {position} of indices is out of range for data dim {data_dim} of size {dim_size}",
         position = ShapeDisplay(position)
     )]
+    #[non_exhaustive]
     IndexOutOfRange {
         /// The operator.
         op: OpName,
@@ -171,6 +185,7 @@ pub enum Error {
     },
     /// A buffer or array does not match the kernel's signature.
     #[error("{what}: expected {expected}, got {actual}")]
+    #[non_exhaustive]
     BufferMismatch {
         /// Which buffer (`data`, `indices`, `output`).
         what: &'static str,
@@ -181,6 +196,7 @@ pub enum Error {
     },
     /// The element type of an array is not the signature's.
     #[error("{what}: expected element type {expected}, got {actual}")]
+    #[non_exhaustive]
     DTypeMismatch {
         /// Which array.
         what: &'static str,
@@ -191,6 +207,7 @@ pub enum Error {
     },
     /// The index type of an array is not the signature's.
     #[error("indices: expected index type {expected}, got {actual}")]
+    #[non_exhaustive]
     IndexTypeMismatch {
         /// The signature's index type.
         expected: IndexType,
@@ -199,6 +216,7 @@ pub enum Error {
     },
     /// A buffer whose size comes from the signature could not be allocated.
     #[error("could not allocate {bytes} bytes for {what}")]
+    #[non_exhaustive]
     Allocation {
         /// What the buffer was for (`the output`, `a contiguous copy of data`, ...).
         what: &'static str,
@@ -207,6 +225,7 @@ pub enum Error {
     },
     /// Cranelift rejected the generated function (a bug in this crate: please report it).
     #[error("code generation failed: {0}")]
+    #[non_exhaustive]
     Codegen(String),
 }
 

@@ -86,7 +86,7 @@ fn flavor_that_does_not_define_the_op() {
     for (sig, op_name, flavor) in cases {
         let e = invalid(sig);
         assert!(
-            matches!(e, Error::FlavorMismatch { op, flavor: f } if op == op_name && f == flavor),
+            matches!(e, Error::FlavorMismatch { op, flavor: f , .. } if op == op_name && f == flavor),
             "{e:?}"
         );
         assert_names(&e, &[&op_name.to_string(), flavor.name()]);
@@ -131,7 +131,8 @@ fn rank_too_small() {
                 op: OpName::Gather,
                 input: "data",
                 rank: 0,
-                min: 1
+                min: 1,
+                ..
             }
         ),
         "{e:?}"
@@ -187,7 +188,7 @@ fn gather_axis_out_of_range() {
     for axis in [2, -3, 100, i64::MIN] {
         let e = invalid(Signature::gather(&[2, 3], &[1], axis, 0));
         assert!(
-            matches!(e, Error::AxisOutOfRange { op: OpName::Gather, axis: a, rank: 2 } if a == axis),
+            matches!(e, Error::AxisOutOfRange { op: OpName::Gather, axis: a, rank: 2 , .. } if a == axis),
             "{e:?}"
         );
         assert_names(&e, &[&format!("axis {axis}"), "rank 2"]);
@@ -206,7 +207,7 @@ fn gather_elements_axis_out_of_range() {
     for axis in [2, -3] {
         let e = invalid(Signature::gather_elements(&[2, 3], &[2, 3], axis));
         assert!(
-            matches!(e, Error::AxisOutOfRange { op: OpName::GatherElements, axis: a, rank: 2 } if a == axis),
+            matches!(e, Error::AxisOutOfRange { op: OpName::GatherElements, axis: a, rank: 2 , .. } if a == axis),
             "{e:?}"
         );
         assert_names(&e, &["GatherElements", &format!("axis {axis}")]);
@@ -224,7 +225,7 @@ fn gather_nd_batch_dims_out_of_range() {
         for batch_dims in [2, -1] {
             let e = invalid(Signature::gather_nd(&[2, 3], &[2, 1], batch_dims).with_flavor(flavor));
             assert!(
-                matches!(e, Error::BatchDimsOutOfRange { op: OpName::GatherNd, batch_dims: b, min: 0, max: 1 } if b == batch_dims),
+                matches!(e, Error::BatchDimsOutOfRange { op: OpName::GatherNd, batch_dims: b, min: 0, max: 1 , .. } if b == batch_dims),
                 "{e:?}"
             );
             assert_names(&e, &[&format!("batch_dims {batch_dims}")]);
@@ -253,7 +254,7 @@ fn gather_batch_dims_out_of_range() {
             let e =
                 invalid(Signature::gather(&[2, 3, 4], &[2, 3], 2, batch_dims).with_flavor(flavor));
             assert!(
-                matches!(e, Error::BatchDimsOutOfRange { op: OpName::Gather, batch_dims: b, min: -2, max: 2 } if b == batch_dims),
+                matches!(e, Error::BatchDimsOutOfRange { op: OpName::Gather, batch_dims: b, min: -2, max: 2 , .. } if b == batch_dims),
                 "{e:?}"
             );
             assert_names(&e, &[&format!("batch_dims {batch_dims}")]);
@@ -294,7 +295,8 @@ fn gather_batch_dims_greater_than_axis() {
             Error::BatchDimsExceedAxis {
                 op: OpName::Gather,
                 batch_dims: 1,
-                axis: 0
+                axis: 0,
+                ..
             }
         ),
         "{e:?}"
@@ -365,7 +367,8 @@ fn gather_nd_indices_last_dim_zero_or_too_large() {
             Error::IndexDepthOutOfRange {
                 op: OpName::GatherNd,
                 depth: 0,
-                max: 2
+                max: 2,
+                ..
             }
         ),
         "{e:?}"
@@ -403,7 +406,8 @@ fn gather_elements_rank_mismatch() {
             Error::RankMismatch {
                 op: OpName::GatherElements,
                 data_rank: 2,
-                indices_rank: 3
+                indices_rank: 3,
+                ..
             }
         ),
         "{e:?}"
@@ -458,7 +462,7 @@ fn gather_elements_dim_mismatch_openvino_requires_equal() {
 fn element_count_overflow() {
     let e = invalid(Signature::gather(&[usize::MAX, 2], &[1], 0, 0));
     assert!(
-        matches!(e, Error::SizeOverflow { what: "data", ref shape } if shape == &[usize::MAX, 2]),
+        matches!(e, Error::SizeOverflow { what: "data", ref shape , .. } if shape == &[usize::MAX, 2]),
         "{e:?}"
     );
     assert_names(&e, &["data", &format!("[{}, 2]", usize::MAX)]);
@@ -470,7 +474,7 @@ fn element_count_overflow() {
 fn element_count_overflow_with_a_zero_dim() {
     let e = invalid(Signature::gather(&[usize::MAX, 2, 0], &[1], 2, 0));
     assert!(
-        matches!(e, Error::SizeOverflow { what: "data", ref shape } if shape == &[usize::MAX, 2, 0]),
+        matches!(e, Error::SizeOverflow { what: "data", ref shape , .. } if shape == &[usize::MAX, 2, 0]),
         "{e:?}"
     );
     assert_names(&e, &[&format!("[{}, 2, 0]", usize::MAX)]);
@@ -479,7 +483,7 @@ fn element_count_overflow_with_a_zero_dim() {
     for shape in [[0, usize::MAX, 2], [2, 0, usize::MAX]] {
         let e = invalid(Signature::gather(&shape, &[1], 0, 0).with_dtype(DType::U8));
         assert!(
-            matches!(e, Error::SizeOverflow { what: "data", shape: ref s } if s == &shape),
+            matches!(e, Error::SizeOverflow { what: "data", shape: ref s , .. } if s == &shape),
             "{e:?}"
         );
     }
@@ -528,7 +532,7 @@ fn output_size_overflow() {
         .with_index_type(IndexType::U8);
     let e = invalid(sig);
     assert!(
-        matches!(e, Error::SizeOverflow { what: "output", ref shape } if shape == &[1 << 21, 1 << 20, 1 << 20]),
+        matches!(e, Error::SizeOverflow { what: "output", ref shape , .. } if shape == &[1 << 21, 1 << 20, 1 << 20]),
         "{e:?}"
     );
     assert_names(&e, &["output", "[2097152, 1048576, 1048576]"]);
@@ -545,7 +549,7 @@ fn out_of_range_index_reports_position_and_value() {
         &[0, 3, 5],
     );
     assert!(
-        matches!(e, Error::IndexOutOfRange { op: OpName::Gather, ref position, value: 3, data_dim: 0, dim_size: 3 } if position == &[1]),
+        matches!(e, Error::IndexOutOfRange { op: OpName::Gather, ref position, value: 3, data_dim: 0, dim_size: 3 , .. } if position == &[1]),
         "{e:?}"
     );
     assert_names(&e, &["index 3", "position [1]", "size 3"]);
@@ -573,7 +577,7 @@ fn first_bad_index_in_row_major_order_is_reported() {
         &[1, 2, 1, 3],
     );
     assert!(
-        matches!(e, Error::IndexOutOfRange { op: OpName::GatherNd, ref position, value: 3, data_dim: 1, dim_size: 3 } if position == &[1, 1]),
+        matches!(e, Error::IndexOutOfRange { op: OpName::GatherNd, ref position, value: 3, data_dim: 1, dim_size: 3 , .. } if position == &[1, 1]),
         "{e:?}"
     );
     assert_names(&e, &["index 3", "position [1, 1]", "dim 1"]);

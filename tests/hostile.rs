@@ -169,12 +169,16 @@ fn output_too_large_to_allocate_is_an_error() {
     let data = Array::<f64, _>::zeros(IxDyn(&sig.data_shape));
     let indices = Array::<u8, _>::zeros(IxDyn(&sig.indices_shape));
     let err = kernel.run(data.view(), indices.view()).unwrap_err();
-    assert_eq!(
-        err,
-        Error::Allocation {
-            what: "the output",
-            bytes: 1 << 49
-        }
+    assert!(
+        matches!(
+            err,
+            Error::Allocation {
+                what: "the output",
+                bytes,
+                ..
+            } if bytes == 1 << 49
+        ),
+        "{err:?}"
     );
     assert_eq!(err.category(), "allocation failed");
 }
@@ -324,15 +328,16 @@ fn extreme_index_at_every_position_under_every_policy() {
                             (Ok(e), Ok(())) => assert_eq!(e, &output, "{sig} [{position}]={value}"),
                             (Err(e), Err(a)) => {
                                 assert_eq!(e, &a, "{sig} [{position}]={value}");
-                                assert_eq!(
-                                    a,
-                                    Error::IndexOutOfRange {
-                                        op: sig.op.name(),
-                                        position: coords.clone(),
-                                        value,
-                                        data_dim: validated.indexed_data_dim(&coords),
-                                        dim_size: dim,
-                                    }
+                                let data_dim = validated.indexed_data_dim(&coords);
+                                assert!(
+                                    matches!(
+                                        &a,
+                                        Error::IndexOutOfRange {
+                                            op, position, value: v, data_dim: d, dim_size, ..
+                                        } if *op == sig.op.name() && *position == coords
+                                            && *v == value && *d == data_dim && *dim_size == dim
+                                    ),
+                                    "{a:?}"
                                 );
                             }
                             (e, a) => panic!("{sig} [{position}]={value}: {e:?} vs {a:?}"),

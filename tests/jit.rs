@@ -254,15 +254,19 @@ fn index_error_names_position_and_value_and_stops() {
     let idx = index_bytes(IndexType::I64, &[0, 1, 2, 3, 1, -5]);
     let mut output = vec![0u8; 12];
     let err = kernel.run_bytes(&data, &idx, &mut output).unwrap_err();
-    assert_eq!(
-        err,
-        Error::IndexOutOfRange {
-            op: gather_jit::OpName::GatherNd,
-            position: vec![2, 1],
-            value: -5,
-            data_dim: 1,
-            dim_size: 4,
-        }
+    assert!(
+        matches!(
+            &err,
+            Error::IndexOutOfRange {
+                op: gather_jit::OpName::GatherNd,
+                position,
+                value: -5,
+                data_dim: 1,
+                dim_size: 4,
+                ..
+            } if position == &[2, 1]
+        ),
+        "{err:?}"
     );
     // Slices before the bad tuple were written; the bad tuple's slice was not.
     assert_eq!(&output[..8], &[0x11; 8]);

@@ -23,12 +23,16 @@ fn broadcast_data_too_large_to_copy_is_an_error_not_an_abort() {
     let one = array![[1.5f64]];
     let data = one.broadcast((n, n)).expect("broadcasts");
     let err = kernel.run(data, array![0i64].view()).unwrap_err();
-    assert_eq!(
-        err,
-        Error::Allocation {
-            what: "a contiguous copy of data",
-            bytes: 1 << 49
-        }
+    assert!(
+        matches!(
+            err,
+            Error::Allocation {
+                what: "a contiguous copy of data",
+                bytes,
+                ..
+            } if bytes == 1 << 49
+        ),
+        "{err:?}"
     );
     assert_eq!(
         err.to_string(),
@@ -84,12 +88,17 @@ fn interpreter_output_too_large_to_allocate_is_an_error() {
     let validated = sig.validate().expect("valid");
     let data = vec![0u8; (1 << 22) * 8];
     let indices = vec![0u8; 1 << 24];
-    assert_eq!(
-        interpret(&validated, &data, &indices),
-        Err(Error::Allocation {
-            what: "the output",
-            bytes: 1 << 49
-        })
+    let result = interpret(&validated, &data, &indices);
+    assert!(
+        matches!(
+            result,
+            Err(Error::Allocation {
+                what: "the output",
+                bytes,
+                ..
+            }) if bytes == 1 << 49
+        ),
+        "{result:?}"
     );
 }
 
@@ -183,14 +192,18 @@ fn a_dropped_cache_frees_every_kernel_it_compiled() {
 fn ranks_above_the_limit_are_validation_errors() {
     let deep = |depth: usize| Signature::gather_nd(&vec![1; depth], &[2, depth], 0);
     let e = deep(MAX_RANK + 1).validate().unwrap_err();
-    assert_eq!(
-        e,
-        Error::RankTooLarge {
-            op: gather_jit::OpName::GatherNd,
-            input: "data",
-            rank: 65,
-            max: 64
-        }
+    assert!(
+        matches!(
+            e,
+            Error::RankTooLarge {
+                op: gather_jit::OpName::GatherNd,
+                input: "data",
+                rank: 65,
+                max: 64,
+                ..
+            }
+        ),
+        "{e:?}"
     );
     assert_eq!(
         e.to_string(),

@@ -890,7 +890,10 @@ fn bench_with_more_parts_than_memory_for_threads_runs() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bench --json");
     assert_eq!(report["threads_used"], 1024, "{report}");
-    assert!(report["memcpy_ns"].as_f64().is_some_and(|ns| ns > 0.0), "{report}");
+    assert!(
+        report["memcpy_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+        "{report}"
+    );
 }
 
 #[test]

@@ -36,8 +36,8 @@ use gather_jit::interp::interpret;
 use std::sync::Arc;
 
 use gather_jit::{
-    DType, Element, Error, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, KernelCache,
-    MAX_RANK, NegativeIndices, Op, OutOfRange, Signature, Tuning,
+    DType, Element, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, KernelCache, MAX_RANK,
+    NegativeIndices, Op, OutOfRange, Signature, Tuning,
 };
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 
@@ -945,11 +945,12 @@ fn run_as<T: FromBytes, I: IndexElement + FromBytes>(
         with_view(&indices, view, false, |indices| kernel.run(data, indices))
     })?;
     if out.shape() != kernel.output_shape() {
-        return Err(Error::BufferMismatch {
-            what: "output",
-            expected: format!("{:?}", kernel.output_shape()),
-            actual: format!("{:?}", out.shape()),
-        });
+        panic!(
+            "{}: output shape {:?}, expected {:?}",
+            kernel.signature(),
+            out.shape(),
+            kernel.output_shape()
+        );
     }
     let mut bytes = Vec::with_capacity(out.len() * sig.dtype.size());
     for &v in out.iter() {

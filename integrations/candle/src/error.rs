@@ -13,7 +13,30 @@ pub(crate) fn msg(message: String) -> candle_core::Error {
     candle_core::Error::Msg(message)
 }
 
-/// The error for a buffer of `bytes` bytes that could not be allocated.
+/// The error for a buffer of `bytes` bytes that could not be allocated (gather-jit's
+/// wording; its errors are made by gather-jit only).
 pub(crate) fn allocation(what: &'static str, bytes: usize) -> candle_core::Error {
-    from_jit(gather_jit::Error::Allocation { what, bytes })
+    msg(format!("could not allocate {bytes} bytes for {what}"))
+}
+
+/// The error for a bad index found by this crate's own check, in gather-jit's wording.
+pub(crate) fn index_out_of_range(
+    op: gather_jit::OpName,
+    position: &[usize],
+    value: i128,
+    data_dim: usize,
+    dim_size: usize,
+) -> candle_core::Error {
+    msg(format!(
+        "{op}: index {value} at position {position:?} of indices is out of range for data dim \
+         {data_dim} of size {dim_size}"
+    ))
+}
+
+/// The error for a buffer of `actual` bytes where `expected` are needed, in gather-jit's
+/// wording.
+pub(crate) fn buffer_mismatch(what: &str, expected: usize, actual: usize) -> candle_core::Error {
+    msg(format!(
+        "{what}: expected {expected} bytes, got {actual} bytes"
+    ))
 }

@@ -248,15 +248,16 @@ impl JitGather {
             .cache()
             .with(signature, |kernel| run::<T>(kernel, data, indices))
         {
-            Ok(Ok(output)) => Ok(output),
+            Ok(Ok(Ok(output))) => Ok(output),
+            Ok(Err(error)) => Err(error),
             // A maximum is out of range wherever the check above did not run: the kernel stops
             // at the first one, and the slow path takes over.
-            Ok(Err(gather_jit::Error::IndexOutOfRange { value, .. }))
+            Ok(Ok(Err(gather_jit::Error::IndexOutOfRange { value, .. })))
                 if candle && value == maximum as i128 =>
             {
                 self.forward_with_maxima::<T>(data, indices, signature)
             }
-            Ok(Err(error)) | Err(error) => Err(from_jit(error)),
+            Ok(Ok(Err(error))) | Err(error) => Err(from_jit(error)),
         }
     }
 
@@ -289,13 +290,13 @@ impl JitGather {
                 };
                 let dim_size = signature.data_shape.get(data_dim).copied().unwrap_or(0);
                 if value < 0 || value >= dim_size as i128 {
-                    return Err(from_jit(gather_jit::Error::IndexOutOfRange {
+                    return Err(crate::error::index_out_of_range(
                         op,
-                        position: unravel(flat, &signature.indices_shape),
+                        &unravel(flat, &signature.indices_shape),
                         value,
                         data_dim,
                         dim_size,
-                    }));
+                    ));
                 }
                 value as i64
             };
@@ -310,7 +311,7 @@ impl JitGather {
             });
         self.cache()
             .with(&zeroing, |kernel| run::<T>(kernel, data, &wide))
-            .map_err(from_jit)?
+            .map_err(from_jit)??
             .map_err(from_jit)
     }
 
@@ -427,12 +428,13 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 }
 
 /// Runs `kernel` on C-contiguous `data` and `indices` into an output allocated here, once, and
-/// never initialised but by the kernel.
+/// never initialised but by the kernel. The outer error is this crate's check of the buffers,
+/// the inner one the kernel's (a bad index, which the caller may still act on).
 fn run<T: WithDType>(
     kernel: &Kernel,
     data: &[u8],
     indices: &[u8],
-) -> gather_jit::Result<(CpuStorage, Shape)> {
+) -> candle_core::Result<gather_jit::Result<(CpuStorage, Shape)>> {
     let validated = kernel.validated();
     let element = size_of::<T>();
     debug_assert_eq!(element, validated.signature().dtype.size());
@@ -443,30 +445,27 @@ fn run<T: WithDType>(
     let mut output: Vec<T> = Vec::new();
     output
         .try_reserve_exact(count)
-        .map_err(|_| gather_jit::Error::Allocation {
-            what: "the output",
-            bytes: count * element,
-        })?;
+        .map_err(|_| crate::error::allocation("the output", count * element))?;
     // SAFETY: `data` and `indices` hold exactly the signature's bytes (checked above), the
     // output has room for its `count` elements of the signature's size, and the three do not
     // overlap (the output is new); none needs alignment.
-    unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr().cast())? };
+    let called =
+        unsafe { kernel.call(data.as_ptr(), indices.as_ptr(), output.as_mut_ptr().cast()) };
+    if let Err(error) = called {
+        return Ok(Err(error));
+    }
     // SAFETY: a call that returns `Ok` has written every output element (a gather writes each
     // one, from data or as zeros), and `count` is within the capacity reserved above.
     unsafe { output.set_len(count) };
-    Ok((
+    Ok(Ok((
         T::to_cpu_storage_owned(output),
         Shape::from(kernel.output_shape()),
-    ))
+    )))
 }
 
-fn check_len(what: &'static str, actual: usize, expected: usize) -> gather_jit::Result<()> {
+fn check_len(what: &'static str, actual: usize, expected: usize) -> candle_core::Result<()> {
     if actual == expected {
         return Ok(());
     }
-    Err(gather_jit::Error::BufferMismatch {
-        what,
-        expected: format!("{expected} bytes"),
-        actual: format!("{actual} bytes"),
-    })
+    Err(crate::error::buffer_mismatch(what, expected, actual))
 }

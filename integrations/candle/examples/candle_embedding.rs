@@ -1,7 +1,7 @@
 //! A token embedding in candle with the lookup JIT-compiled: `gather_jit_candle::Embedding` in
 //! place of `candle_nn::Embedding`, the same results, a bad id's error, ONNX's negative ids,
 //! and the two timed. Run with
-//! `cargo run --release -p gather-jit-candle --example embedding`.
+//! `cargo run --release -p gather-jit-candle --example candle_embedding`.
 
 use std::time::Instant;
 
