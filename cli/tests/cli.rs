@@ -1333,3 +1333,55 @@ fn model_runs_every_committed_onnx_model() {
     }
     assert!(ran >= 13, "only {ran} models under {}", models.display());
 }
+
+// ---------------------------------------------------------------------------------------------
+// the README's two commands (issue 25, item 1)
+
+/// The README's quick start builds once: its `cargo run` and `cargo test` name one profile,
+/// which Cargo.toml defines with debug assertions on (the tests rely on them for Cranelift's
+/// verifier), and CI runs that very test command.
+#[test]
+fn the_readme_commands_share_one_profile_that_keeps_debug_assertions() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |name: &str| fs::read_to_string(root.join(name)).expect("a repository file");
+    let readme = read("README.md");
+    let commands: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "```sh")
+        .skip(1)
+        .take_while(|l| *l != "```")
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let profile = |command: &str| {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "--profile");
+        at.and_then(|at| words.get(at + 1)).map(|p| p.to_string())
+    };
+    assert!(commands[0].starts_with("cargo run "), "{commands:?}");
+    assert!(commands[1].starts_with("cargo test "), "{commands:?}");
+    let name = profile(commands[0]).expect("the run command names a profile");
+    assert_eq!(profile(commands[1]).as_deref(), Some(name.as_str()));
+
+    let manifest = read("Cargo.toml");
+    let section: Vec<&str> = manifest
+        .lines()
+        .skip_while(|l| *l != format!("[profile.{name}]"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .map(str::trim)
+        .collect();
+    for setting in [
+        "inherits = \"release\"",
+        "debug-assertions = true",
+        "overflow-checks = true",
+    ] {
+        assert!(section.contains(&setting), "[profile.{name}]: {section:?}");
+    }
+    let ci = read(".ci/run");
+    assert!(
+        ci.lines().any(|l| l.trim() == commands[1]),
+        ".ci/run does not run `{}`",
+        commands[1]
+    );
+}
