@@ -223,6 +223,17 @@ pub enum Error {
         /// Requested size.
         bytes: usize,
     },
+    /// A quantized gather's attributes or shapes that its storage form cannot have (a block
+    /// size that is not a power of two of at least 16, an odd packed dim, a GGUF row that is
+    /// not whole blocks, ...).
+    #[error("{op}: {what}")]
+    #[non_exhaustive]
+    InvalidQuantization {
+        /// The operator.
+        op: OpName,
+        /// What is wrong, and the accepted values.
+        what: String,
+    },
     /// Cranelift rejected the generated function (a bug in this crate: please report it).
     #[error("code generation failed: {0}")]
     #[non_exhaustive]
@@ -251,6 +262,7 @@ impl Error {
             Error::BufferMismatch { .. } => "buffer mismatch",
             Error::DTypeMismatch { .. } | Error::IndexTypeMismatch { .. } => "type mismatch",
             Error::Allocation { .. } => "allocation failed",
+            Error::InvalidQuantization { .. } => "invalid quantization",
             Error::Codegen(_) => "codegen",
         }
     }

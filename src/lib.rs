@@ -79,6 +79,7 @@ pub mod interp;
 pub mod ir;
 mod kernel;
 mod pool;
+pub mod quant;
 // The loop plan and its tuning: public only under the `unstable` feature, for the CLI's
 // `explain` and `bench`, the benches and the tests; an embedder sees `Kernel::explain`.
 #[cfg(feature = "unstable")]
@@ -104,6 +105,11 @@ pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};
+pub use quant::{
+    BlockQuantization, GgufFormat, Quantization, QuantizedKernel, QuantizedLayout,
+    QuantizedSignature, interpret_quantized, jit_gather_block_quantized, jit_gather_gguf,
+    jit_quantized,
+};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use specialize::Tuning;

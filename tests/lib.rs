@@ -8,6 +8,7 @@ mod hostile;
 mod interp_props;
 mod jit;
 mod jit_props;
+mod quantized;
 mod reliability;
 mod seeds;
 mod soundness;

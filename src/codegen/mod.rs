@@ -30,7 +30,7 @@ pub(crate) type KernelFn =
     unsafe extern "C" fn(*const u8, *const u8, *mut u8, u64, u64, *mut u64) -> u32;
 
 /// The process-wide ISA for the host, with `opt_level=none`.
-fn isa() -> Result<&'static OwnedTargetIsa> {
+pub(crate) fn isa() -> Result<&'static OwnedTargetIsa> {
     static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
     ISA.get_or_init(|| {
         let mut flags = settings::builder();

@@ -51,8 +51,9 @@ impl Op {
     }
 }
 
-/// The three operators without their attributes, for messages and dispatch.
+/// The operators without their attributes, for messages and dispatch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OpName {
     /// `Gather`.
     Gather,
@@ -60,6 +61,10 @@ pub enum OpName {
     GatherElements,
     /// `GatherND`.
     GatherNd,
+    /// ONNX Runtime's `GatherBlockQuantized` (see [`crate::QuantizedSignature`]).
+    GatherBlockQuantized,
+    /// Rows of GGUF blocks, as llama.cpp's `get_rows` (see [`crate::QuantizedSignature`]).
+    GatherGguf,
 }
 
 impl fmt::Display for OpName {
@@ -68,6 +73,8 @@ impl fmt::Display for OpName {
             OpName::Gather => "Gather",
             OpName::GatherElements => "GatherElements",
             OpName::GatherNd => "GatherND",
+            OpName::GatherBlockQuantized => "GatherBlockQuantized",
+            OpName::GatherGguf => "GatherGGUF",
         })
     }
 }

@@ -11,7 +11,7 @@ mod call;
 mod element;
 mod errors;
 mod parallel;
-mod safe;
+pub(crate) mod safe;
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};

@@ -133,7 +133,7 @@ impl Kernel {
 
 /// `view`'s elements in row-major order: the view's own memory if it is C-contiguous, else a
 /// copy in a fallibly allocated buffer (`what` names it in the error).
-fn contiguous<'a, T: Copy, D: Dimension>(
+pub(crate) fn contiguous<'a, T: Copy, D: Dimension>(
     what: &'static str,
     view: &ArrayView<'a, T, D>,
 ) -> Result<Cow<'a, [T]>> {
@@ -162,7 +162,7 @@ fn check_len(what: &'static str, actual: usize, expected: u64) -> Result<()> {
     Ok(())
 }
 
-fn check_shape(what: &'static str, actual: &[usize], expected: &[usize]) -> Result<()> {
+pub(crate) fn check_shape(what: &'static str, actual: &[usize], expected: &[usize]) -> Result<()> {
     if actual != expected {
         return Err(Error::BufferMismatch {
             what,

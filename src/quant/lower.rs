@@ -1,0 +1,684 @@
+//! The loop nest of a quantized gather, as Cranelift IR.
+//!
+//! Loops over the dims before the gather axis and over the indices resolve each index, then
+//! dequantize the slice it selects. Where each scale covers a run of values along the last
+//! axis (GGUF, and block quantization along the last axis after the gather axis), a block is
+//! dequantized 16 values at a time in SIMD registers (nibbles split, widened, converted,
+//! scaled) for `f32` output; everything else (other quantize axes, `f16`/`bf16` output,
+//! partial blocks) goes one value at a time, with each value's scale and zero point.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F32, F32X4, I8, I8X16, I16, I16X8, I32, I32X4, I64, I64X2};
+use cranelift_codegen::ir::{
+    AbiParam, Block, BlockArg, ConstantData, Endianness, FuncRef, Function, InstBuilder,
+    MemFlagsData, Signature, Type, Value,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+
+use super::{GgufFormat, Quantization, QuantizedLayout};
+use crate::ir::{DType, IndexType, NegativeIndices, OutOfRange};
+
+/// `(data, indices, scales, zero_points, output, bad_index) -> status`, as
+/// [`super::kernel::QuantizedFn`].
+pub(super) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    for _ in 0..6 {
+        sig.params.push(AbiParam::new(pointer));
+    }
+    sig.returns.push(AbiParam::new(I32));
+    sig
+}
+
+/// The signature of [`super::kernel::f16_bits`].
+pub(super) fn f16_helper_signature(call_conv: CallConv) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    sig.params.push(AbiParam::new(F32));
+    sig.returns.push(AbiParam::new(I32));
+    sig
+}
+
+/// Every access is to a buffer the kernel's caller checked, at an offset the layout bounds;
+/// none needs alignment.
+fn flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// Builds the kernel for `layout` into `func`; `f16_bits` is the rounding helper, imported
+/// when the output is `f16`.
+pub(super) fn lower(
+    layout: &QuantizedLayout,
+    func: &mut Function,
+    context: &mut FunctionBuilderContext,
+    config: TargetFrontendConfig,
+    f16_bits: Option<FuncRef>,
+) {
+    let mut b = FunctionBuilder::new(func, context);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let out = b.declare_var(config.pointer_type());
+    b.def_var(out, params[4]);
+    let reject = b.create_block();
+    b.append_block_param(reject, I64);
+    let mut lower = Lower {
+        layout,
+        config,
+        data: params[0],
+        indices: params[1],
+        scales: params[2],
+        zero_points: params[3],
+        out,
+        reject,
+        f16_bits,
+    };
+    lower.body(&mut b);
+    let ok = b.ins().iconst(I32, 0);
+    b.ins().return_(&[ok]);
+
+    b.switch_to_block(reject);
+    b.seal_block(reject);
+    let position = b.block_params(reject)[0];
+    b.ins().store(flags(), position, params[5], 0);
+    let failed = b.ins().iconst(I32, 1);
+    b.ins().return_(&[failed]);
+    b.finalize(config);
+}
+
+struct Lower<'a> {
+    layout: &'a QuantizedLayout,
+    config: TargetFrontendConfig,
+    data: Value,
+    indices: Value,
+    scales: Value,
+    zero_points: Value,
+    /// The next output byte to write.
+    out: Variable,
+    /// Reports the index at its block parameter (an element position) as rejected.
+    reject: Block,
+    f16_bits: Option<FuncRef>,
+}
+
+/// `for iv in 0..extent { body(iv) }`, with `iv` an `i64` constant when `extent` is 1 and no
+/// code at all when it is 0.
+fn for_range(
+    b: &mut FunctionBuilder,
+    extent: usize,
+    mut body: impl FnMut(&mut FunctionBuilder, Value),
+) {
+    match extent {
+        0 => {}
+        1 => {
+            let zero = b.ins().iconst(I64, 0);
+            body(b, zero);
+        }
+        _ => {
+            let head = b.create_block();
+            let exit = b.create_block();
+            b.append_block_param(head, I64);
+            let zero = b.ins().iconst(I64, 0);
+            b.ins().jump(head, &[BlockArg::from(zero)]);
+            b.switch_to_block(head);
+            let iv = b.block_params(head)[0];
+            body(b, iv);
+            let next = b.ins().iadd_imm_s(iv, 1);
+            let more = b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThan, next, extent as i64);
+            b.ins().brif(more, head, &[BlockArg::from(next)], exit, &[]);
+            b.seal_block(head);
+            b.switch_to_block(exit);
+            b.seal_block(exit);
+        }
+    }
+}
+
+/// `a * k + c` for constants `k` and `c`.
+fn mul_add(b: &mut FunctionBuilder, a: Value, k: usize, c: Value) -> Value {
+    let scaled = b.ins().imul_imm_s(a, k as i64);
+    b.ins().iadd(scaled, c)
+}
+
+/// How the slice an index selects meets the scales.
+enum Slices {
+    /// Each scale covers `block` consecutive values of a row of `row` values (the last axis);
+    /// the slice is `rows` such rows.
+    Blocked { rows: usize },
+    /// Runs of `run` values with as many scales (and zero points), each at its own offset.
+    Runs,
+}
+
+impl Lower<'_> {
+    fn body(&mut self, b: &mut FunctionBuilder) {
+        let l = self.layout;
+        let d = &l.signature().data_shape;
+        let (g, q) = (l.gather_axis, l.quantize_axis);
+        let rank = d.len();
+        // The dims before the gather axis, split at the quantize axis when it lies there
+        // (its position picks the scale).
+        let (p1, pq, p2) = if q < g {
+            (
+                d[..q].iter().product::<usize>(),
+                d[q],
+                d[q + 1..g].iter().product::<usize>(),
+            )
+        } else {
+            (d[..g].iter().product::<usize>(), 1, 1)
+        };
+        let slices = match l.signature().quantization {
+            Quantization::Gguf(_) => Slices::Blocked { rows: 1 },
+            Quantization::Block(_) if q == rank - 1 && q > g => Slices::Blocked {
+                rows: d[g + 1..q].iter().product(),
+            },
+            Quantization::Block(_) => Slices::Runs,
+        };
+        for_range(b, p1, |b, o1| {
+            for_range(b, pq, |b, oq| {
+                for_range(b, p2, |b, o2| {
+                    // The flat position among the dims before the gather axis.
+                    let o = {
+                        let a = mul_add(b, o1, pq, oq);
+                        mul_add(b, a, p2, o2)
+                    };
+                    for_range(b, l.index_count(), |b, i| {
+                        let next = b.create_block();
+                        let row = self.resolve(b, i, next);
+                        match slices {
+                            Slices::Blocked { rows } => self.blocked(b, o, row, rows),
+                            Slices::Runs => self.runs(b, o1, oq, o2, o, row),
+                        }
+                        b.ins().jump(next, &[]);
+                        b.switch_to_block(next);
+                        b.seal_block(next);
+                    });
+                });
+            });
+        });
+    }
+
+    /// Loads index `i` and applies the policy: returns the row it selects, in the current
+    /// block; an index whose slice is zeros writes them and jumps to `next`; a rejected one
+    /// jumps to the reject block.
+    fn resolve(&mut self, b: &mut FunctionBuilder, i: Value, next: Block) -> Value {
+        let sig = self.layout.signature();
+        let dim = sig.data_shape[self.layout.gather_axis] as i64;
+        let offset = b.ins().imul_imm_s(i, sig.index_type.size() as i64);
+        let at = b.ins().iadd(self.indices, offset);
+        let f = flags();
+        let raw = match sig.index_type {
+            IndexType::I8 => b.ins().sload8(I64, f, at, 0),
+            IndexType::U8 => b.ins().uload8(I64, f, at, 0),
+            IndexType::I16 => b.ins().sload16(I64, f, at, 0),
+            IndexType::U16 => b.ins().uload16(I64, f, at, 0),
+            IndexType::I32 => b.ins().sload32(f, at, 0),
+            IndexType::U32 => b.ins().uload32(f, at, 0),
+            IndexType::I64 | IndexType::U64 => b.ins().load(I64, f, at, 0),
+        };
+        let signed = sig.index_type.is_signed();
+        let value = if signed && sig.policy.negative == NegativeIndices::Wrap {
+            let negative = b.ins().icmp_imm_s(IntCC::SignedLessThan, raw, 0);
+            let wrapped = b.ins().iadd_imm_s(raw, dim);
+            b.ins().select(negative, wrapped, raw)
+        } else {
+            raw
+        };
+        // Unsigned: a negative value (or a u64 above i64's range) is past the end.
+        let inside = b.ins().icmp_imm_s(IntCC::UnsignedLessThan, value, dim);
+        let good = b.create_block();
+        let bad = b.create_block();
+        b.append_block_param(good, I64);
+        b.ins()
+            .brif(inside, good, &[BlockArg::from(value)], bad, &[]);
+        b.seal_block(bad);
+        b.switch_to_block(bad);
+        match sig.policy.out_of_range {
+            OutOfRange::Clamp if dim > 0 => {
+                let low = if signed {
+                    b.ins().icmp_imm_s(IntCC::SignedLessThan, value, 0)
+                } else {
+                    b.ins().iconst(I8, 0)
+                };
+                let zero = b.ins().iconst(I64, 0);
+                let last = b.ins().iconst(I64, dim - 1);
+                let clamped = b.ins().select(low, zero, last);
+                b.ins().jump(good, &[BlockArg::from(clamped)]);
+            }
+            OutOfRange::Zero => {
+                let inner: usize = sig.data_shape[self.layout.gather_axis + 1..]
+                    .iter()
+                    .product();
+                let bytes = (inner * sig.dtype.size()) as i64;
+                let out = b.use_var(self.out);
+                let zero = b.ins().iconst(I8, 0);
+                let size = b.ins().iconst(self.config.pointer_type(), bytes);
+                b.call_memset(self.config, out, zero, size);
+                let moved = b.ins().iadd_imm_s(out, bytes);
+                b.def_var(self.out, moved);
+                b.ins().jump(next, &[]);
+            }
+            _ => {
+                b.ins().jump(self.reject, &[BlockArg::from(i)]);
+            }
+        }
+        b.seal_block(good);
+        b.switch_to_block(good);
+        b.block_params(good)[0]
+    }
+
+    /// The slice of row `row` after flat position `o` of the dims before the gather axis,
+    /// as `rows` rows of blocks along the last axis.
+    fn blocked(&mut self, b: &mut FunctionBuilder, o: Value, row: Value, rows: usize) {
+        let l = self.layout;
+        let d = &l.signature().data_shape;
+        let dim = d[l.gather_axis];
+        let first = mul_add(b, o, dim, row);
+        let first = b.ins().imul_imm_s(first, rows as i64);
+        let row_len = d[d.len() - 1];
+        let (full, rest) = (row_len / l.block_size, row_len % l.block_size);
+        for_range(b, rows, |b, a| {
+            let r = b.ins().iadd(first, a);
+            for_range(b, full, |b, jb| self.block(b, r, jb, l.block_size));
+            if rest > 0 {
+                let jb = b.ins().iconst(I64, full as i64);
+                self.block(b, r, jb, rest);
+            }
+        });
+    }
+
+    /// Block `jb` of logical row `r` (a row along the last axis), `len` values.
+    fn block(&mut self, b: &mut FunctionBuilder, r: Value, jb: Value, len: usize) {
+        let l = self.layout;
+        let sig = l.signature();
+        let row_len = *sig.data_shape.last().unwrap_or(&0);
+        let simd = sig.dtype == DType::F32 && len == l.block_size;
+        match sig.quantization {
+            Quantization::Gguf(format) => {
+                let row_bytes = row_len / GgufFormat::BLOCK_VALUES * format.block_bytes();
+                let start = b.ins().imul_imm_s(r, row_bytes as i64);
+                let start = mul_add(b, jb, format.block_bytes(), start);
+                let block = b.ins().iadd(self.data, start);
+                let bits = b.ins().uload16(I32, flags(), block, 0);
+                let scale = f16_to_f32(b, bits);
+                if simd {
+                    self.gguf_simd(b, format, block, scale);
+                } else {
+                    for_range(b, len, |b, j| {
+                        let q = self.gguf_scalar(b, format, block, j);
+                        let value = b.ins().fmul(q, scale);
+                        self.store_scalar(b, value);
+                    });
+                }
+            }
+            Quantization::Block(q) => {
+                let scale_index = mul_add(b, r, l.blocks, jb);
+                let scale = self.load_scale(b, scale_index);
+                let zero_point = if l.has_zero_points() {
+                    let (_, row_bytes) = l.zero_point_row();
+                    let per_byte = usize::from(8 / q.bits);
+                    let at = b.ins().imul_imm_s(r, (row_bytes * per_byte) as i64);
+                    let at = b.ins().iadd(at, jb);
+                    self.packed(b, self.zero_points, at)
+                } else {
+                    b.ins().iconst(I32, i64::from(l.default_zero_point()))
+                };
+                // The block's first value, counted in logical values.
+                let first = b.ins().imul_imm_s(r, row_len as i64);
+                let first = mul_add(b, jb, l.block_size, first);
+                if simd {
+                    self.block_simd(b, q.bits, first, zero_point, scale);
+                } else {
+                    for_range(b, len, |b, j| {
+                        let at = b.ins().iadd(first, j);
+                        let value = self.packed(b, self.data, at);
+                        let value = self.dequantize(b, value, zero_point, scale);
+                        self.store_scalar(b, value);
+                    });
+                }
+            }
+        }
+    }
+
+    /// The slice for the forms where scales vary within a run of values: runs of values and
+    /// scales at matching offsets.
+    fn runs(
+        &mut self,
+        b: &mut FunctionBuilder,
+        o1: Value,
+        oq: Value,
+        o2: Value,
+        o: Value,
+        row: Value,
+    ) {
+        let l = self.layout;
+        let d = l.signature().data_shape.clone();
+        let rank = d.len();
+        let (g, q, block) = (l.gather_axis, l.quantize_axis, l.block_size);
+        let inner: usize = d[g + 1..].iter().product();
+        let slice = mul_add(b, o, d[g], row);
+        let values = b.ins().imul_imm_s(slice, inner as i64);
+        if q > g {
+            // The slice is [a][j][c] over the dims between the axes, the quantize axis and
+            // the dims after it; the scales' slice is [a][j / block][c].
+            let a_len: usize = d[g + 1..q].iter().product();
+            let c_len: usize = d[q + 1..].iter().product();
+            let scales = b.ins().imul_imm_s(slice, (a_len * l.blocks * c_len) as i64);
+            for_range(b, a_len, |b, a| {
+                for_range(b, d[q], |b, j| {
+                    let aj = mul_add(b, a, d[q], j);
+                    let v = mul_add(b, aj, c_len, values);
+                    let jb = b.ins().ushr_imm_s(j, block.trailing_zeros() as i64);
+                    let ab = mul_add(b, a, l.blocks, jb);
+                    let s = mul_add(b, ab, c_len, scales);
+                    self.run(b, v, s, s, c_len);
+                });
+            });
+        } else if q < g {
+            // The scale's position has the quantize coordinate (`oq`) divided by the block.
+            let ob = b.ins().ushr_imm_s(oq, block.trailing_zeros() as i64);
+            let s = mul_add(b, o1, l.blocks, ob);
+            let p2: usize = d[q + 1..g].iter().product();
+            let s = mul_add(b, s, p2, o2);
+            let s = mul_add(b, s, d[g], row);
+            let s = b.ins().imul_imm_s(s, inner as i64);
+            self.run(b, values, s, s, inner);
+        } else {
+            // Gathering along the quantize axis: the row picks the block.
+            let rb = b.ins().ushr_imm_s(row, block.trailing_zeros() as i64);
+            let s = mul_add(b, o1, l.blocks, rb);
+            let s = b.ins().imul_imm_s(s, inner as i64);
+            let z = if q == rank - 1 {
+                // The zero points' rows (of `blocks` values) are padded to whole bytes.
+                let (_, row_bytes) = l.zero_point_row();
+                let per_byte = 8 / usize::from(l.bits());
+                mul_add(b, o1, row_bytes * per_byte, rb)
+            } else {
+                s
+            };
+            self.run(b, values, s, z, inner);
+        }
+    }
+
+    /// `len` values from logical value `v`, with scales from `s` and zero points from
+    /// (packed position) `z` on.
+    fn run(&mut self, b: &mut FunctionBuilder, v: Value, s: Value, z: Value, len: usize) {
+        let l = self.layout;
+        for_range(b, len, |b, t| {
+            let at = b.ins().iadd(v, t);
+            let value = self.packed(b, self.data, at);
+            let scale_at = b.ins().iadd(s, t);
+            let scale = self.load_scale(b, scale_at);
+            let zero_point = if l.has_zero_points() {
+                let zp_at = b.ins().iadd(z, t);
+                self.packed(b, self.zero_points, zp_at)
+            } else {
+                b.ins().iconst(I32, i64::from(l.default_zero_point()))
+            };
+            let value = self.dequantize(b, value, zero_point, scale);
+            self.store_scalar(b, value);
+        });
+    }
+
+    /// Value `n` (an `i64`) of `base`'s packed unsigned values, as an `i32`.
+    fn packed(&mut self, b: &mut FunctionBuilder, base: Value, n: Value) -> Value {
+        if self.layout.bits() == 8 {
+            let at = b.ins().iadd(base, n);
+            return b.ins().uload8(I32, flags(), at, 0);
+        }
+        let byte = b.ins().ushr_imm_s(n, 1);
+        let at = b.ins().iadd(base, byte);
+        let value = b.ins().uload8(I32, flags(), at, 0);
+        let odd = b.ins().band_imm_s(n, 1);
+        let odd = b.ins().ireduce(I32, odd);
+        let shift = b.ins().ishl_imm_s(odd, 2);
+        let value = b.ins().ushr(value, shift);
+        b.ins().band_imm_s(value, 0xf)
+    }
+
+    /// `(value - zero_point) * scale` in `f32`.
+    fn dequantize(
+        &mut self,
+        b: &mut FunctionBuilder,
+        value: Value,
+        zero_point: Value,
+        scale: Value,
+    ) -> Value {
+        let centred = b.ins().isub(value, zero_point);
+        let centred = b.ins().fcvt_from_sint(F32, centred);
+        b.ins().fmul(centred, scale)
+    }
+
+    /// Scale `index` (an `i64`) as an `f32`.
+    fn load_scale(&mut self, b: &mut FunctionBuilder, index: Value) -> Value {
+        let dtype = self.layout.signature().dtype;
+        let offset = b.ins().imul_imm_s(index, dtype.size() as i64);
+        let at = b.ins().iadd(self.scales, offset);
+        match dtype {
+            DType::F16 => {
+                let bits = b.ins().uload16(I32, flags(), at, 0);
+                f16_to_f32(b, bits)
+            }
+            DType::Bf16 => {
+                let bits = b.ins().uload16(I32, flags(), at, 0);
+                let bits = b.ins().ishl_imm_s(bits, 16);
+                b.ins().bitcast(F32, MemFlagsData::new(), bits)
+            }
+            _ => b.ins().load(F32, flags(), at, 0),
+        }
+    }
+
+    /// Stores an `f32` as the output type, rounded once, and moves the output on.
+    fn store_scalar(&mut self, b: &mut FunctionBuilder, value: Value) {
+        let out = b.use_var(self.out);
+        let dtype = self.layout.signature().dtype;
+        match dtype {
+            DType::F16 => {
+                let helper = self
+                    .f16_bits
+                    .expect("the f16 helper is imported for f16 output");
+                let call = b.ins().call(helper, &[value]);
+                let bits = b.inst_results(call)[0];
+                b.ins().istore16(flags(), bits, out, 0);
+            }
+            DType::Bf16 => {
+                let bits = b.ins().bitcast(I32, MemFlagsData::new(), value);
+                // Nearest, ties to even; a NaN stays a NaN (quietened).
+                let lsb = b.ins().ushr_imm_s(bits, 16);
+                let lsb = b.ins().band_imm_s(lsb, 1);
+                let bias = b.ins().iadd_imm_s(lsb, 0x7fff);
+                let rounded = b.ins().iadd(bits, bias);
+                let rounded = b.ins().ushr_imm_s(rounded, 16);
+                let quiet = b.ins().ushr_imm_s(bits, 16);
+                let quiet = b.ins().bor_imm_s(quiet, 0x40);
+                let nan = b.ins().fcmp(
+                    cranelift_codegen::ir::condcodes::FloatCC::Unordered,
+                    value,
+                    value,
+                );
+                let result = b.ins().select(nan, quiet, rounded);
+                b.ins().istore16(flags(), result, out, 0);
+            }
+            _ => {
+                b.ins().store(flags(), value, out, 0);
+            }
+        }
+        let moved = b.ins().iadd_imm_s(out, dtype.size() as i64);
+        b.def_var(self.out, moved);
+    }
+
+    /// GGUF value `j` (an `i64`, below 32) of the block at `block`, centred, as an `f32`.
+    fn gguf_scalar(
+        &mut self,
+        b: &mut FunctionBuilder,
+        format: GgufFormat,
+        block: Value,
+        j: Value,
+    ) -> Value {
+        let quants = b.ins().iadd_imm_s(block, 2);
+        let q = match format {
+            GgufFormat::Q4_0 => {
+                let byte = b.ins().band_imm_s(j, 15);
+                let at = b.ins().iadd(quants, byte);
+                let value = b.ins().uload8(I32, flags(), at, 0);
+                let high = b.ins().ushr_imm_s(j, 4);
+                let high = b.ins().ireduce(I32, high);
+                let shift = b.ins().ishl_imm_s(high, 2);
+                let value = b.ins().ushr(value, shift);
+                let value = b.ins().band_imm_s(value, 0xf);
+                b.ins().iadd_imm_s(value, -8)
+            }
+            GgufFormat::Q8_0 => {
+                let at = b.ins().iadd(quants, j);
+                b.ins().sload8(I32, flags(), at, 0)
+            }
+        };
+        b.ins().fcvt_from_sint(F32, q)
+    }
+
+    /// The 16-value groups of a whole block of block quantization starting at logical value
+    /// `first`, into `f32` output.
+    fn block_simd(
+        &mut self,
+        b: &mut FunctionBuilder,
+        bits: u8,
+        first: Value,
+        zero_point: Value,
+        scale: Value,
+    ) {
+        let block = self.layout.block_size;
+        let scale = b.ins().splat(F32X4, scale);
+        let byte = if bits == 4 {
+            b.ins().ushr_imm_s(first, 1)
+        } else {
+            first
+        };
+        let base = b.ins().iadd(self.data, byte);
+        let step_bytes = usize::from(bits) * 2;
+        let zero_point = if bits == 4 {
+            let zp = b.ins().ireduce(I8, zero_point);
+            b.ins().splat(I8X16, zp)
+        } else {
+            let zp = b.ins().ireduce(I16, zero_point);
+            b.ins().splat(I16X8, zp)
+        };
+        let nibble = self.nibble_mask(b);
+        for_range(b, block / 16, |b, step| {
+            let offset = b.ins().imul_imm_s(step, step_bytes as i64);
+            let at = b.ins().iadd(base, offset);
+            let halves = if bits == 4 {
+                // 8 bytes: low nibbles are the even values, high nibbles the odd ones.
+                let raw = b.ins().load(I64, flags(), at, 0);
+                let raw = b.ins().scalar_to_vector(I64X2, raw);
+                let raw = b.ins().bitcast(I8X16, little(), raw);
+                let low = b.ins().band(raw, nibble);
+                let four = b.ins().iconst(I32, 4);
+                let high = b.ins().ushr(raw, four);
+                let high = b.ins().band(high, nibble);
+                let mask = interleave_low(b);
+                let values = b.ins().shuffle(low, high, mask);
+                let centred = b.ins().isub(values, zero_point);
+                [b.ins().swiden_low(centred), b.ins().swiden_high(centred)]
+            } else {
+                let raw = b.ins().load(I8X16, flags(), at, 0);
+                let low = b.ins().uwiden_low(raw);
+                let high = b.ins().uwiden_high(raw);
+                [
+                    b.ins().isub(low, zero_point),
+                    b.ins().isub(high, zero_point),
+                ]
+            };
+            self.store_i16x8(b, halves, scale);
+        });
+    }
+
+    /// A whole GGUF block at `block` into `f32` output.
+    fn gguf_simd(
+        &mut self,
+        b: &mut FunctionBuilder,
+        format: GgufFormat,
+        block: Value,
+        scale: Value,
+    ) {
+        let scale = b.ins().splat(F32X4, scale);
+        match format {
+            GgufFormat::Q4_0 => {
+                let nibble = self.nibble_mask(b);
+                let raw = b.ins().load(I8X16, flags(), block, 2);
+                let low = b.ins().band(raw, nibble);
+                let four = b.ins().iconst(I32, 4);
+                let high = b.ins().ushr(raw, four);
+                let high = b.ins().band(high, nibble);
+                let eight = b.ins().iconst(I8, 8);
+                let eight = b.ins().splat(I8X16, eight);
+                for values in [low, high] {
+                    let centred = b.ins().isub(values, eight);
+                    let halves = [b.ins().swiden_low(centred), b.ins().swiden_high(centred)];
+                    self.store_i16x8(b, halves, scale);
+                }
+            }
+            GgufFormat::Q8_0 => {
+                for offset in [2, 18] {
+                    let raw = b.ins().load(I8X16, flags(), block, offset);
+                    let halves = [b.ins().swiden_low(raw), b.ins().swiden_high(raw)];
+                    self.store_i16x8(b, halves, scale);
+                }
+            }
+        }
+    }
+
+    /// Sixteen `i16` values (two vectors) converted, scaled and stored as `f32`; moves the
+    /// output on.
+    fn store_i16x8(&mut self, b: &mut FunctionBuilder, halves: [Value; 2], scale: Value) {
+        let out = b.use_var(self.out);
+        let mut offset = 0;
+        for half in halves {
+            for quarter in [b.ins().swiden_low(half), b.ins().swiden_high(half)] {
+                debug_assert_eq!(b.func.dfg.value_type(quarter), I32X4);
+                let floats = b.ins().fcvt_from_sint(F32X4, quarter);
+                let scaled = b.ins().fmul(floats, scale);
+                b.ins().store(flags(), scaled, out, offset);
+                offset += 16;
+            }
+        }
+        let moved = b.ins().iadd_imm_s(out, i64::from(offset));
+        b.def_var(self.out, moved);
+    }
+
+    fn nibble_mask(&mut self, b: &mut FunctionBuilder) -> Value {
+        let mask = b.ins().iconst(I8, 0xf);
+        b.ins().splat(I8X16, mask)
+    }
+}
+
+/// Lane order for bitcasts between vector types (the host's, little-endian).
+fn little() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+/// The shuffle mask taking lanes 0..8 of `a` and `b` alternately (`a0 b0 a1 b1 ...`).
+fn interleave_low(b: &mut FunctionBuilder) -> cranelift_codegen::ir::Immediate {
+    let lanes: Vec<u8> = (0..8).flat_map(|i| [i, 16 + i]).collect();
+    b.func.dfg.immediates.push(ConstantData::from(lanes))
+}
+
+/// The `f32` of `f16` bits (in the low half of an `i32`), exactly: the exponent and mantissa
+/// moved into place and rebiased by a multiplication by 2^112, which also normalises
+/// subnormals; infinities and NaNs get the all-ones exponent.
+fn f16_to_f32(b: &mut FunctionBuilder, bits: Value) -> Value {
+    let magnitude = b.ins().band_imm_s(bits, 0x7fff);
+    let sign = b.ins().band_imm_s(bits, 0x8000);
+    let sign = b.ins().ishl_imm_s(sign, 16);
+    let moved = b.ins().ishl_imm_s(magnitude, 13);
+    let finite = b.ins().bitcast(F32, MemFlagsData::new(), moved);
+    let rebias = b.ins().f32const(f32::from_bits(0x7780_0000));
+    let finite = b.ins().fmul(finite, rebias);
+    let finite = b.ins().bitcast(I32, MemFlagsData::new(), finite);
+    let special = b.ins().bor_imm_s(moved, 0x7f80_0000);
+    let is_special = b
+        .ins()
+        .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, magnitude, 0x7c00);
+    let magnitude = b.ins().select(is_special, special, finite);
+    let value = b.ins().bor(magnitude, sign);
+    b.ins().bitcast(F32, MemFlagsData::new(), value)
+}

@@ -1,0 +1,710 @@
+//! Quantized gathers: the vectors from ONNX Runtime, the definition and `gguf.quants`
+//! (`tests/conformance/quantized/`, written by `scripts/quantized/make_vectors.py`) through the
+//! interpreter and the JIT, property tests of the JIT against the interpreter on random
+//! attributes, shapes and indices, and the checked entry points.
+
+use std::path::{Path, PathBuf};
+
+use gather_jit::{
+    BlockQuantization, DType, Error, GgufFormat, IndexPolicy, IndexType, NegativeIndices,
+    OutOfRange, Quantization, QuantizedKernel, QuantizedSignature, interpret_quantized,
+};
+use half::{bf16, f16};
+use ndarray::Array;
+use proptest::prelude::*;
+use serde_json::Value;
+
+/// An implementation under test: signature, data, indices, scales, zero points -> output.
+type Runner<'a> = &'a dyn Fn(
+    &QuantizedSignature,
+    &[u8],
+    &[u8],
+    &[u8],
+    Option<&[u8]>,
+) -> gather_jit::Result<Vec<u8>>;
+
+fn case_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/quantized");
+    let mut files = Vec::new();
+    for suite in std::fs::read_dir(&root).expect("tests/conformance/quantized") {
+        let suite = suite.expect("entry").path();
+        if !suite.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&suite).expect("suite") {
+            let file = file.expect("entry").path();
+            if file.extension().is_some_and(|e| e == "json") {
+                files.push(file);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn shape(v: &Value) -> Vec<usize> {
+    v["shape"]
+        .as_array()
+        .expect("shape")
+        .iter()
+        .map(|d| d.as_u64().expect("dim") as usize)
+        .collect()
+}
+
+fn dtype(name: &str) -> DType {
+    match name {
+        "float32" => DType::F32,
+        "float16" => DType::F16,
+        "bfloat16" => DType::Bf16,
+        other => panic!("float dtype {other}"),
+    }
+}
+
+fn floats(v: &Value, dtype: DType) -> Vec<u8> {
+    let mut out = Vec::new();
+    for x in v["values"].as_array().expect("values") {
+        let x = x.as_f64().expect("float");
+        match dtype {
+            DType::F16 => {
+                let h = f16::from_f64(x);
+                assert_eq!(h.to_f64(), x, "{x} is an f16");
+                out.extend_from_slice(&h.to_ne_bytes());
+            }
+            DType::Bf16 => {
+                let h = bf16::from_f64(x);
+                assert_eq!(h.to_f64(), x, "{x} is a bf16");
+                out.extend_from_slice(&h.to_ne_bytes());
+            }
+            _ => {
+                assert_eq!(f64::from(x as f32), x, "{x} is an f32");
+                out.extend_from_slice(&(x as f32).to_ne_bytes());
+            }
+        }
+    }
+    out
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    v["values"]
+        .as_array()
+        .expect("values")
+        .iter()
+        .map(|x| x.as_u64().expect("byte") as u8)
+        .collect()
+}
+
+fn indices(v: &Value) -> (IndexType, Vec<u8>) {
+    let index_type = match v["dtype"].as_str() {
+        Some("int32") => IndexType::I32,
+        Some("int64") => IndexType::I64,
+        other => panic!("index dtype {other:?}"),
+    };
+    let mut out = Vec::new();
+    for x in v["values"].as_array().expect("values") {
+        let x = x.as_i64().expect("index");
+        match index_type {
+            IndexType::I32 => out.extend_from_slice(&(x as i32).to_ne_bytes()),
+            _ => out.extend_from_slice(&x.to_ne_bytes()),
+        }
+    }
+    (index_type, out)
+}
+
+/// The signature a case describes: the logical shape from the stored one and the attributes.
+fn signature_of(case: &Value) -> QuantizedSignature {
+    let data_shape = shape(&case["data"]);
+    let indices_shape = shape(&case["indices"]);
+    let (index_type, _) = indices(&case["indices"]);
+    let attrs = &case["attrs"];
+    match case["op"].as_str() {
+        Some("GatherBlockQuantized") => {
+            let bits = attrs["bits"].as_u64().expect("bits") as u8;
+            let mut logical = data_shape;
+            if let Some(last) = logical.last_mut()
+                && (bits == 4 || bits == 8)
+            {
+                *last *= usize::from(8 / bits);
+            }
+            let quantization = BlockQuantization {
+                gather_axis: attrs["gather_axis"].as_i64().expect("gather_axis"),
+                quantize_axis: attrs["quantize_axis"].as_i64().expect("quantize_axis"),
+                block_size: attrs["block_size"].as_u64().expect("block_size") as usize,
+                bits,
+                zero_points: case.get("zero_points").is_some(),
+            };
+            QuantizedSignature::block_quantized(&logical, &indices_shape, quantization)
+                .with_dtype(dtype(
+                    case["scales"]["dtype"].as_str().expect("scales dtype"),
+                ))
+                .with_index_type(index_type)
+        }
+        Some("GgufRows") => {
+            let format = GgufFormat::from_name(attrs["format"].as_str().expect("format"))
+                .expect("q4_0 or q8_0");
+            let row_len = data_shape[1] / format.block_bytes() * GgufFormat::BLOCK_VALUES;
+            QuantizedSignature::gguf(format, data_shape[0], row_len, &indices_shape)
+                .with_index_type(index_type)
+        }
+        other => panic!("op {other:?}"),
+    }
+}
+
+/// The category of a case's `expect_error` that each error of this crate falls under.
+fn category(error: &Error) -> &'static str {
+    match error {
+        Error::IndexOutOfRange { .. } => "index out of bounds",
+        Error::InvalidQuantization { what, .. } if what.starts_with("bits") => "unsupported bits",
+        Error::InvalidQuantization { what, .. } if what.starts_with("block_size") => {
+            "invalid block size"
+        }
+        Error::BufferMismatch { .. } => "shape mismatch",
+        _ => "other",
+    }
+}
+
+/// Runs one case through `run` (the interpreter or the JIT); `Ok(None)` if the case is one
+/// this crate deliberately does differently (said in the file) and has no counterpart to run.
+fn run_case(name: &str, case: &Value, run: Runner<'_>) -> bool {
+    let mut signature = signature_of(case);
+    if let Some(why) = case.get("onnxruntime_only").and_then(Value::as_str) {
+        if name.contains("index-out-of-range") {
+            // ONNX Runtime zero-fills an out-of-range index's slice: the `Zero` policy.
+            signature = signature.with_policy(IndexPolicy {
+                negative: NegativeIndices::Wrap,
+                out_of_range: OutOfRange::Zero,
+            });
+        } else {
+            // ORT refuses what this crate supports, or accepts what the definition refuses:
+            // the counterpart in definition/ is checked instead.
+            assert!(why.contains("definition/"), "{name}: {why}");
+            return false;
+        }
+    }
+    let expect_error = case.get("expect_error").and_then(Value::as_str);
+    let layout = match (signature.validate(), expect_error) {
+        (Ok(layout), _) => layout,
+        (Err(e), Some(expected)) => {
+            assert_eq!(category(&e), expected, "{name}: {e}");
+            return true;
+        }
+        (Err(e), None) => panic!("{name}: {e}"),
+    };
+    let data = bytes(&case["data"]);
+    let (_, index_bytes) = indices(&case["indices"]);
+    let mut scales = Vec::new();
+    let mut zero_points = None;
+    if let Some(s) = case
+        .get("scales")
+        .filter(|_| !layout.scales_shape().is_empty())
+    {
+        scales = floats(s, signature.dtype);
+        if shape(s) != layout.scales_shape() {
+            assert_eq!(expect_error, Some("shape mismatch"), "{name}: scales shape");
+            return true;
+        }
+    }
+    if let Some(zp) = case.get("zero_points") {
+        if Some(&shape(zp)[..]) != layout.zero_points_bytes_shape() {
+            assert_eq!(
+                expect_error,
+                Some("shape mismatch"),
+                "{name}: zero points shape"
+            );
+            return true;
+        }
+        zero_points = Some(bytes(zp));
+    }
+    assert_eq!(
+        shape(&case["data"]),
+        layout.data_bytes_shape(),
+        "{name}: data shape"
+    );
+    let result = run(
+        &signature,
+        &data,
+        &index_bytes,
+        &scales,
+        zero_points.as_deref(),
+    );
+    match (result, expect_error) {
+        (Ok(output), None) => {
+            let expected = &case["expected"];
+            assert_eq!(
+                layout.output_shape(),
+                &shape(expected)[..],
+                "{name}: output shape"
+            );
+            let want = floats(expected, dtype(expected["dtype"].as_str().expect("dtype")));
+            assert!(output == want, "{name}: output differs");
+        }
+        (Err(e), Some(expected)) => assert_eq!(category(&e), expected, "{name}: {e}"),
+        (Ok(_), Some(expected)) => panic!("{name}: expected {expected:?}, got an output"),
+        (Err(e), None) => panic!("{name}: {e}"),
+    }
+    true
+}
+
+fn interpreter(
+    sig: &QuantizedSignature,
+    data: &[u8],
+    indices: &[u8],
+    scales: &[u8],
+    zero_points: Option<&[u8]>,
+) -> gather_jit::Result<Vec<u8>> {
+    interpret_quantized(&sig.validate()?, data, indices, scales, zero_points)
+}
+
+fn jit(
+    sig: &QuantizedSignature,
+    data: &[u8],
+    indices: &[u8],
+    scales: &[u8],
+    zero_points: Option<&[u8]>,
+) -> gather_jit::Result<Vec<u8>> {
+    let kernel = QuantizedKernel::compile(sig)?;
+    let mut output =
+        vec![0xa5; kernel.layout().output_shape().iter().product::<usize>() * sig.dtype.size()];
+    kernel.run_bytes(data, indices, scales, zero_points, &mut output)?;
+    Ok(output)
+}
+
+fn run_all(run: Runner<'_>) -> usize {
+    let files = case_files();
+    let mut ran = 0;
+    for path in &files {
+        let case: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+        let name = format!(
+            "{}/{}",
+            case["suite"].as_str().unwrap_or("?"),
+            case["name"].as_str().unwrap_or("?")
+        );
+        ran += usize::from(run_case(&name, &case, run));
+    }
+    ran
+}
+
+#[test]
+fn every_quantized_vector_passes_the_interpreter() {
+    let ran = run_all(&interpreter);
+    // 66 files; ORT's refusals of what the definition allows are checked by their
+    // counterparts instead.
+    assert!(ran >= 60, "{ran} cases");
+    println!("quantized conformance (interpreter): {ran} cases passed");
+}
+
+#[test]
+fn every_quantized_vector_passes_the_jit() {
+    let ran = run_all(&jit);
+    assert!(ran >= 60, "{ran} cases");
+    println!("quantized conformance (JIT): {ran} cases passed");
+}
+
+#[test]
+fn a_bad_index_names_its_position_and_value() {
+    let sig = QuantizedSignature::block_quantized(
+        &[4, 32],
+        &[2, 2],
+        BlockQuantization {
+            gather_axis: 0,
+            quantize_axis: 1,
+            block_size: 16,
+            bits: 4,
+            zero_points: false,
+        },
+    );
+    let kernel = QuantizedKernel::compile(&sig).expect("compiles");
+    let data = vec![0x21u8; 4 * 16];
+    let scales = vec![0u8; 4 * 2 * 4];
+    let idx: Vec<u8> = [0i64, -4, 3, -5]
+        .iter()
+        .flat_map(|i| i.to_ne_bytes())
+        .collect();
+    let mut out = vec![0u8; 4 * 32 * 4];
+    let err = kernel
+        .run_bytes(&data, &idx, &scales, None, &mut out)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "GatherBlockQuantized: index -5 at position [1, 1] of indices is out of range for data dim 0 of size 4"
+    );
+    let interpreted =
+        interpret_quantized(&sig.validate().expect("valid"), &data, &idx, &scales, None);
+    assert_eq!(interpreted.unwrap_err(), err);
+}
+
+#[test]
+fn invalid_quantizations_are_errors_that_say_what_is_accepted() {
+    let block = |block_size, bits, data: &[usize]| {
+        QuantizedSignature::block_quantized(
+            data,
+            &[1],
+            BlockQuantization {
+                block_size,
+                bits,
+                ..BlockQuantization::default()
+            },
+        )
+        .validate()
+        .unwrap_err()
+        .to_string()
+    };
+    assert_eq!(
+        block(24, 4, &[2, 48]),
+        "GatherBlockQuantized: block_size must be a power of two of at least 16, not 24"
+    );
+    assert_eq!(
+        block(8, 4, &[2, 48]),
+        "GatherBlockQuantized: block_size must be a power of two of at least 16, not 8"
+    );
+    assert_eq!(
+        block(16, 3, &[2, 48]),
+        "GatherBlockQuantized: bits must be 4 or 8, not 3"
+    );
+    assert_eq!(
+        block(16, 4, &[2, 47]),
+        "GatherBlockQuantized: data's last dim is 47: 4-bit values pack 2 to a byte along it, so it must be a multiple of 2"
+    );
+    let gguf = QuantizedSignature::gguf(GgufFormat::Q4_0, 4, 48, &[1])
+        .validate()
+        .unwrap_err();
+    assert_eq!(
+        gguf.to_string(),
+        "GatherGGUF: a row of 48 values is not a whole number of 32-value q4_0 blocks"
+    );
+    let f64_out = QuantizedSignature::gguf(GgufFormat::Q8_0, 4, 64, &[1])
+        .with_dtype(DType::F64)
+        .validate()
+        .unwrap_err();
+    assert!(
+        matches!(f64_out, Error::InvalidQuantization { .. }),
+        "{f64_out}"
+    );
+    let axis = QuantizedSignature::block_quantized(
+        &[2, 32],
+        &[1],
+        BlockQuantization {
+            quantize_axis: 2,
+            block_size: 16,
+            ..BlockQuantization::default()
+        },
+    )
+    .validate()
+    .unwrap_err();
+    assert!(
+        matches!(
+            axis,
+            Error::AxisOutOfRange {
+                axis: 2,
+                rank: 2,
+                ..
+            }
+        ),
+        "{axis}"
+    );
+}
+
+#[test]
+fn run_checks_shapes_and_types_and_reads_strided_views() {
+    let sig = QuantizedSignature::block_quantized(
+        &[3, 32],
+        &[2],
+        BlockQuantization {
+            block_size: 16,
+            zero_points: true,
+            ..BlockQuantization::default()
+        },
+    );
+    let kernel = QuantizedKernel::compile(&sig).expect("compiles");
+    let data = Array::from_shape_fn((3, 16), |(r, c)| (r * 16 + c * 7) as u8);
+    let scales = Array::from_shape_fn((3, 2), |(r, c)| 0.25 * (r as f32 + 1.0) - c as f32);
+    let zp = Array::from_shape_fn((3, 1), |(r, _)| 0x53u8 + r as u8);
+    let idx = ndarray::array![2i64, 0];
+    let out = kernel
+        .run(data.view(), idx.view(), scales.view(), Some(zp.view()))
+        .expect("runs");
+    let want = interpret_quantized(
+        kernel.layout(),
+        data.as_slice().expect("contiguous"),
+        &[2i64, 0]
+            .iter()
+            .flat_map(|i| i.to_ne_bytes())
+            .collect::<Vec<_>>(),
+        &scales
+            .iter()
+            .flat_map(|s| s.to_ne_bytes())
+            .collect::<Vec<_>>(),
+        Some(zp.as_slice().expect("contiguous")),
+    )
+    .expect("interprets");
+    let got: Vec<u8> = out.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    assert_eq!(got, want);
+    assert_eq!(out.shape(), &[2, 32]);
+
+    // Every other column of a wider array: not contiguous, same values.
+    let wide = Array::from_shape_fn((3, 32), |(r, c)| data[(r, c / 2)]);
+    let strided = wide.slice(ndarray::s![.., ..;2]);
+    assert!(strided.as_slice().is_none());
+    let again = kernel
+        .run(strided, idx.view(), scales.view(), Some(zp.view()))
+        .expect("runs");
+    assert_eq!(again, out);
+
+    let wrong_scales = Array::<f32, _>::zeros((3, 1));
+    let e = kernel
+        .run(
+            data.view(),
+            idx.view(),
+            wrong_scales.view(),
+            Some(zp.view()),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::BufferMismatch { what: "scales", .. }),
+        "{e}"
+    );
+    let f16_scales = scales.mapv(f16::from_f32);
+    let e = kernel
+        .run(data.view(), idx.view(), f16_scales.view(), Some(zp.view()))
+        .unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    let e = kernel
+        .run(
+            data.view(),
+            idx.mapv(|i| i as i32).view(),
+            scales.view(),
+            Some(zp.view()),
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::IndexTypeMismatch { .. }), "{e}");
+    let e = kernel
+        .run(data.view(), idx.view(), scales.view(), None)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::BufferMismatch {
+                what: "zero_points",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// Random block-quantized and GGUF signatures with inputs.
+#[derive(Debug, Clone)]
+struct Case {
+    signature: QuantizedSignature,
+    seed: u64,
+    bad_index: bool,
+}
+
+fn block_case() -> impl Strategy<Value = Case> {
+    (
+        1usize..=3,
+        0usize..3,
+        0usize..3,
+        0usize..3,
+        any::<bool>(),
+        any::<bool>(),
+        0usize..3,
+        prop::collection::vec(0usize..4, 1..=3),
+        any::<u64>(),
+        0u8..10,
+    )
+        .prop_map(|(rank, g, q, bs, bits4, zp, dt, extra, seed, policy)| {
+            let block_size = [16usize, 32, 64][bs];
+            let bits = if bits4 { 4 } else { 8 };
+            let g = g % rank;
+            let q = q % rank;
+            // Dims: small, the quantize axis long enough for a block and a partial one.
+            let mut dims: Vec<usize> = (0..rank)
+                .map(|i| 1 + (extra[i % extra.len()] + i) % 3)
+                .collect();
+            dims[q] = block_size + 2 * (extra[0] + 1) + if extra[0] == 0 { block_size } else { 0 };
+            if bits == 4 && dims[rank - 1] % 2 == 1 {
+                dims[rank - 1] += 1;
+            }
+            let indices_shape: Vec<usize> = extra.iter().map(|&e| e % 3 + 1).take(2).collect();
+            let dtype = [DType::F32, DType::F16, DType::Bf16][dt];
+            let policy = match policy {
+                0 => IndexPolicy {
+                    negative: NegativeIndices::Invalid,
+                    out_of_range: OutOfRange::Zero,
+                },
+                1 => IndexPolicy {
+                    negative: NegativeIndices::Wrap,
+                    out_of_range: OutOfRange::Clamp,
+                },
+                _ => IndexPolicy {
+                    negative: NegativeIndices::Wrap,
+                    out_of_range: OutOfRange::Error,
+                },
+            };
+            let signature = QuantizedSignature::block_quantized(
+                &dims,
+                &indices_shape,
+                BlockQuantization {
+                    gather_axis: g as i64,
+                    quantize_axis: q as i64,
+                    block_size,
+                    bits,
+                    zero_points: zp,
+                },
+            )
+            .with_dtype(dtype)
+            .with_index_type(if seed % 2 == 0 {
+                IndexType::I64
+            } else {
+                IndexType::I32
+            })
+            .with_policy(policy);
+            Case {
+                signature,
+                seed,
+                bad_index: seed % 5 == 0,
+            }
+        })
+}
+
+fn gguf_case() -> impl Strategy<Value = Case> {
+    (
+        any::<bool>(),
+        1usize..6,
+        1usize..4,
+        0usize..3,
+        prop::collection::vec(1usize..4, 0..=2),
+        any::<u64>(),
+    )
+        .prop_map(|(q4, rows, blocks, dt, indices_shape, seed)| {
+            let format = if q4 {
+                GgufFormat::Q4_0
+            } else {
+                GgufFormat::Q8_0
+            };
+            let signature = QuantizedSignature::gguf(format, rows, blocks * 32, &indices_shape)
+                .with_dtype([DType::F32, DType::F16, DType::Bf16][dt]);
+            Case {
+                signature,
+                seed,
+                bad_index: seed % 7 == 0,
+            }
+        })
+}
+
+/// Deterministic pseudo-random bytes.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Inputs for `case`: random data, finite scales (every float pattern but NaN/inf), indices
+/// mostly in range (negatives included), one out of range if `bad_index`.
+fn inputs(case: &Case) -> (Vec<u8>, Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
+    let layout = case.signature.validate().expect("valid");
+    let sig = &case.signature;
+    let mut data = noise(case.seed, layout.data_bytes_shape().iter().product());
+    if let Quantization::Gguf(format) = sig.quantization {
+        // Each block's scale: a finite f16.
+        for block in data.chunks_mut(format.block_bytes()) {
+            let d = f16::from_f32((block[0] as f32 - 128.0) / 64.0);
+            block[..2].copy_from_slice(&d.to_le_bytes());
+        }
+    }
+    let count: usize = layout.scales_shape().iter().product::<usize>()
+        * usize::from(!layout.scales_shape().is_empty());
+    let raw = noise(case.seed ^ 0x55, count);
+    let mut scales = Vec::new();
+    for r in raw {
+        let value = (r as f32 - 100.0) / 8.0;
+        match sig.dtype {
+            DType::F16 => scales.extend_from_slice(&f16::from_f32(value).to_ne_bytes()),
+            DType::Bf16 => scales.extend_from_slice(&bf16::from_f32(value).to_ne_bytes()),
+            _ => scales.extend_from_slice(&(value * 1.37).to_ne_bytes()),
+        }
+    }
+    let zero_points = layout
+        .zero_points_bytes_shape()
+        .map(|shape| noise(case.seed ^ 0xaa, shape.iter().product()));
+    let dim = sig.data_shape[match sig.quantization {
+        Quantization::Block(q) => q.gather_axis as usize,
+        Quantization::Gguf(_) => 0,
+    }] as i64;
+    let n: usize = sig.indices_shape.iter().product();
+    let picks = noise(case.seed ^ 0x33, n);
+    let mut indices = Vec::new();
+    for (i, p) in picks.iter().enumerate() {
+        let mut v = i64::from(*p) % dim;
+        if p % 3 == 0 && sig.policy.negative == NegativeIndices::Wrap {
+            v -= dim;
+        }
+        if case.bad_index && i == n / 2 {
+            v = dim + i64::from(*p % 3);
+        }
+        match sig.index_type {
+            IndexType::I32 => indices.extend_from_slice(&(v as i32).to_ne_bytes()),
+            _ => indices.extend_from_slice(&v.to_ne_bytes()),
+        }
+    }
+    (data, indices, scales, zero_points)
+}
+
+fn jit_matches_interpreter(case: &Case) -> Result<(), TestCaseError> {
+    let (data, indices, scales, zp) = inputs(case);
+    let layout = case.signature.validate().expect("valid");
+    let want = interpret_quantized(&layout, &data, &indices, &scales, zp.as_deref());
+    let got = jit(&case.signature, &data, &indices, &scales, zp.as_deref());
+    match (want, got) {
+        (Ok(w), Ok(g)) => prop_assert!(w == g, "{}: outputs differ", case.signature),
+        (Err(w), Err(g)) => prop_assert_eq!(w, g),
+        (w, g) => prop_assert!(false, "{}: {:?} vs {:?}", case.signature, w.err(), g.err()),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn block_quantized_jit_matches_the_interpreter(case in block_case()) {
+        jit_matches_interpreter(&case)?;
+    }
+
+    #[test]
+    fn gguf_jit_matches_the_interpreter(case in gguf_case()) {
+        jit_matches_interpreter(&case)?;
+    }
+}
+
+#[test]
+fn an_output_of_every_float_type_matches_the_interpreter_on_a_large_table() {
+    // The SIMD path (f32, whole blocks) and the scalar one (f16, bf16) over many blocks.
+    for dtype in [DType::F32, DType::F16, DType::Bf16] {
+        for bits in [4u8, 8] {
+            let case = Case {
+                signature: QuantizedSignature::block_quantized(
+                    &[64, 512],
+                    &[1, 9],
+                    BlockQuantization {
+                        block_size: 32,
+                        bits,
+                        zero_points: bits == 8,
+                        ..BlockQuantization::default()
+                    },
+                )
+                .with_dtype(dtype),
+                seed: 7,
+                bad_index: false,
+            };
+            jit_matches_interpreter(&case).expect("agrees");
+        }
+    }
+}
