@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::buffer;
 use crate::failure::{Result, eprint_line};
 use crate::hugepages;
-use crate::opargs::{OpArgs, SignatureArgs};
+use crate::opargs::{OpArgs, SignatureArgs, parse_count};
 use crate::random::{self, XorShift};
 use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 
@@ -34,13 +34,15 @@ pub struct BenchArgs {
     signature: SignatureArgs,
     /// Split each call's outermost loop into N parts (Kernel::run_bytes_parallel); the memcpy
     /// and the fill are split into as many parts, run on the same threads
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: u32,
     /// Time budget of the kernel and of the memcpy measurement, each
-    #[arg(long, value_name = "MS", default_value_t = 300)]
+    #[arg(long, value_name = "MS", default_value_t = 300, allow_hyphen_values = true,
+          value_parser = parse_count)]
     time_ms: u64,
     /// Seed of the random data and indices
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     seed: u64,
     /// Print one JSON object (times in nanoseconds) and nothing else on stdout
     #[arg(long)]
@@ -50,14 +52,16 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "band_scratch_kib")]
     no_bands: bool,
     /// Band with this scratch budget per thread instead of the default (Tuning::band_scratch_bytes)
-    #[arg(long, value_name = "KIB")]
+    #[arg(long, value_name = "KIB", allow_hyphen_values = true, value_parser = parse_count)]
     band_scratch_kib: Option<u64>,
     /// Band tables of up to this many rows instead of the default (Tuning::band_max_rows)
-    #[arg(long, value_name = "ROWS", conflicts_with = "no_bands")]
+    #[arg(long, value_name = "ROWS", conflicts_with = "no_bands", allow_hyphen_values = true,
+          value_parser = parse_count)]
     band_max_rows: Option<u64>,
     /// Draw every index below N too, so that the gather reads only a corner of data (how much
     /// of the time is cache misses on data: compare with and without)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
     index_limit: Option<u64>,
     /// Do not advise huge pages for buffers of 4 MiB or more (by default they are, as numpy
     /// does for its arrays, so that the peers of benches/peers/compare.py and this bench
@@ -66,16 +70,16 @@ pub struct BenchArgs {
     no_huge_pages: bool,
     /// Start the output this many bytes past where the allocator put it, to time the kernel
     /// on buffers aligned unlike each other
-    #[arg(long, value_name = "BYTES", default_value_t = 0,
+    #[arg(long, value_name = "BYTES", default_value_t = 0, allow_hyphen_values = true,
           value_parser = clap::value_parser!(u64).range(0..4096))]
     output_offset: u64,
     /// Start data this many bytes past where the allocator put it (see --output-offset)
-    #[arg(long, value_name = "BYTES", default_value_t = 0,
+    #[arg(long, value_name = "BYTES", default_value_t = 0, allow_hyphen_values = true,
           value_parser = clap::value_parser!(u64).range(0..4096))]
     data_offset: u64,
     /// Only compile the kernel N times, fresh (Kernel::compile_tuned), and print nothing: for
     /// counting a compile's instructions under valgrind (benches/compile_instructions.sh)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = parse_count)]
     compile_only: Option<u64>,
 }
 

@@ -7,6 +7,7 @@ use gather_jit::{DType, Flavor, IndexType, Signature};
 
 use crate::failure::Result;
 use crate::layer;
+use crate::opargs::parse_count;
 use crate::random::XorShift;
 use crate::report::{self, Case};
 
@@ -24,7 +25,7 @@ const SEED_LAYERS: &str = include_str!("../../examples/seed_layers.xml");
   gather-jit demo --seed 7 --json")]
 pub struct DemoArgs {
     /// Seed of the random data and indices
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
     /// Print the rows as a JSON array (times in nanoseconds) instead of a table
     #[arg(long)]

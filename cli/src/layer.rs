@@ -23,7 +23,7 @@ use roxmltree::{Document, Node, ParsingOptions};
 
 use crate::buffer;
 use crate::failure::{Failure, Result, eprint_line};
-use crate::opargs::{dtype_parser, index_type_parser};
+use crate::opargs::{dtype_named, parse_count, parse_dtype, parse_index_type, parse_integer};
 use crate::random::XorShift;
 use crate::report::{self, Case, shape_text};
 
@@ -48,16 +48,16 @@ pub struct LayerArgs {
     /// The IR file (`model.xml`, or a file of bare `<layer>` elements)
     pub file: PathBuf,
     /// Axis of Gather layers whose axis the file does not give
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_integer)]
     pub axis: Option<i64>,
     /// Element type of data for ports without a `precision`
-    #[arg(long, default_value = "f32", value_parser = dtype_parser())]
+    #[arg(long, default_value = "f32", value_parser = parse_dtype, allow_hyphen_values = true)]
     pub dtype: DType,
     /// Index type for ports without a `precision`
-    #[arg(long, default_value = "i64", value_parser = index_type_parser())]
+    #[arg(long, default_value = "i64", value_parser = parse_index_type, allow_hyphen_values = true)]
     pub index_type: IndexType,
     /// Seed of the random data and indices
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
     /// Print the rows as a JSON array (times in nanoseconds) instead of a table
     #[arg(long)]
@@ -682,15 +682,8 @@ fn precision(port: Node) -> Result<Option<DType>> {
     else {
         return Ok(None);
     };
-    let lower = text.to_ascii_lowercase();
-    let name = match lower.as_str() {
-        "fp16" => "f16",
-        "fp32" => "f32",
-        "fp64" => "f64",
-        "boolean" => "bool",
-        other => other,
-    };
-    DType::from_name(name).map(Some).ok_or_else(|| {
+    // OpenVINO's names (`FP32`, `I64`, `boolean`) are among those `--dtype` takes.
+    dtype_named(text).map(Some).ok_or_else(|| {
         Failure::usage(format!(
             "port {} has precision {text}, which gather-jit does not support",
             port.attribute("id").unwrap_or("?")

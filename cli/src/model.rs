@@ -50,7 +50,8 @@ pub struct ModelArgs {
     #[arg(long)]
     json: bool,
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_hyphen_values = true,
+          value_parser = crate::opargs::parse_count)]
     seed: u64,
 }
 

@@ -666,7 +666,7 @@ fn explain_json_has_the_output_shape() {
 
 #[test]
 fn explain_rejects_bad_shapes_and_invalid_signatures() {
-    for bad in ["2xx3", "2,3", "x", "-1", "two"] {
+    for bad in ["2xx3", "2x3,4", "[2,3", "x", "-1", "two"] {
         let line = usage_error(&[
             "explain",
             "--op",
@@ -677,7 +677,8 @@ fn explain_rejects_bad_shapes_and_invalid_signatures() {
             "1",
         ]);
         assert!(
-            line.contains("--data-shape") && line.contains("expected dims joined by 'x'"),
+            line.contains("--data-shape")
+                && line.contains("expected a shape such as 2x3x4, 2,3,4 or [2,3,4]"),
             "{line}"
         );
     }
@@ -706,6 +707,7 @@ fn explain_rejects_bad_shapes_and_invalid_signatures() {
         "f8",
     ]);
     assert!(line.contains("invalid value 'f8' for '--dtype"), "{line}");
+    assert!(line.contains("float32") && line.contains("bf16"), "{line}");
     let line = usage_error(&["explain", "--op", "gather", "--data-shape", "2"]);
     assert!(line.contains("--indices-shape"), "{line}");
 }
@@ -1383,5 +1385,124 @@ fn the_readme_commands_share_one_profile_that_keeps_debug_assertions() {
         ci.lines().any(|l| l.trim() == commands[1]),
         ".ci/run does not run `{}`",
         commands[1]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// familiar spellings (issue 25, item 4)
+
+/// The output shape and types `explain --json` reports for `args`.
+fn explained(args: &[&str]) -> (Value, Value, Value) {
+    let json: Value =
+        serde_json::from_str(&ok(&[&["explain", "--json"], args].concat())).expect("JSON");
+    (
+        json["output_shape"].clone(),
+        json["dtype"].clone(),
+        json["index_type"].clone(),
+    )
+}
+
+/// numpy's and ONNX's shapes (`2,3,4`, `[2, 3, 4]`, `(3,)`), numpy's, ONNX's and OpenVINO's type
+/// names, and negative numbers after any numeric flag; errors name the accepted forms.
+#[test]
+fn numpy_onnx_and_openvino_spellings_are_accepted() {
+    let ours = explained(&[
+        "--op",
+        "gather",
+        "--axis",
+        "-1",
+        "--data-shape",
+        "2x3x4",
+        "--indices-shape",
+        "3",
+        "--dtype",
+        "bf16",
+        "--index-type",
+        "i32",
+    ]);
+    assert_eq!(
+        ours,
+        (serde_json::json!([2, 3, 3]), "bf16".into(), "i32".into())
+    );
+    for (data, indices, dtype, index_type) in [
+        ("2,3,4", "3", "bfloat16", "int32"),
+        ("[2,3,4]", "(3,)", "BFLOAT16", "INT32"),
+        ("[2, 3, 4]", "[3]", "BF16", "I32"),
+    ] {
+        let theirs = explained(&[
+            "--op",
+            "gather",
+            "--axis=-1",
+            "--data-shape",
+            data,
+            "--indices-shape",
+            indices,
+            "--dtype",
+            dtype,
+            "--index-type",
+            index_type,
+        ]);
+        assert_eq!(theirs, ours, "{data} {indices} {dtype} {index_type}");
+    }
+    for (dtype, name) in [
+        ("float32", "f32"),
+        ("float16", "f16"),
+        ("int64", "i64"),
+        ("bool_", "bool"),
+        ("FP32", "f32"),
+        ("double", "f64"),
+    ] {
+        let (_, got, _) = explained(&[
+            "--op",
+            "gather",
+            "--data-shape",
+            "4",
+            "--indices-shape",
+            "[]",
+            "--dtype",
+            dtype,
+        ]);
+        assert_eq!(got, name, "{dtype}");
+    }
+
+    // Negative or malformed numbers are the flag's value, reported as such.
+    let signature = [
+        "--op",
+        "gather",
+        "--data-shape",
+        "2x3",
+        "--indices-shape",
+        "1",
+    ];
+    for (flag, expected) in [
+        (
+            &["--axis=-1x"][..],
+            "invalid value '-1x' for '--axis <AXIS>': expected an integer",
+        ),
+        (
+            &["--axis", "-1x"],
+            "invalid value '-1x' for '--axis <AXIS>': expected an integer",
+        ),
+        (
+            &["--batch-dims", "-"],
+            "invalid value '-' for '--batch-dims <BATCH_DIMS>'",
+        ),
+    ] {
+        let line = usage_error(&[&["explain"], &signature[..], flag].concat());
+        assert!(line.contains(expected), "{flag:?}: {line}");
+    }
+    let line = usage_error(&["demo", "--seed", "-1"]);
+    assert!(
+        line.contains("invalid value '-1' for '--seed <SEED>': expected a whole number"),
+        "{line}"
+    );
+    let line = usage_error(&[&["bench"], &signature[..], &["--threads", "-2"]].concat());
+    assert!(line.contains("invalid value '-2' for '--threads"), "{line}");
+    let line = usage_error(&[&["explain"], &signature[..], &["--dtype", "float"]].concat());
+    assert!(line.contains("f32 (float32) or f64 (float64)"), "{line}");
+    let line = usage_error(&[&["explain"], &signature[..], &["--index-type", "float32"]].concat());
+    assert!(
+        line.contains("expected an integer index type: i8 u8"),
+        "{line}"
     );
 }
