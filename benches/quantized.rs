@@ -1,0 +1,92 @@
+//! Quantized gathers on an LLM token-embedding table `[32000, 4096]` (issue cases Q1-Q3):
+//! each kernel beside a copy and a fill of its output, and the compile time.
+//!
+//! `cargo bench --bench quantized` (one case: `cargo bench --bench quantized -- Q1/`).
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gather_jit::{BlockQuantization, GgufFormat, QuantizedKernel, QuantizedSignature};
+
+const ROWS: usize = 32000;
+const ROW_LEN: usize = 4096;
+
+/// Deterministic bytes (a xorshift), so runs compare.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn indices(count: usize) -> Vec<u8> {
+    let picks = noise(count * 4, 9);
+    picks
+        .chunks(4)
+        .flat_map(|c| {
+            (i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])) % ROWS as i64).to_ne_bytes()
+        })
+        .collect()
+}
+
+/// Times `kernel` on its random inputs, then a copy and a fill of its output's size.
+fn case(c: &mut Criterion, name: &str, signature: &QuantizedSignature) {
+    let kernel = QuantizedKernel::compile(signature).expect("compiles");
+    let layout = kernel.layout();
+    let data = noise(layout.data_bytes_shape().iter().product(), 1);
+    let scales: Vec<u8> = (0..layout.scales_shape().iter().product::<usize>()
+        * usize::from(!layout.scales_shape().is_empty()))
+        .flat_map(|i| (0.01f32 * (i % 97) as f32).to_ne_bytes())
+        .collect();
+    let count: usize = signature.indices_shape.iter().product();
+    let indices = indices(count);
+    let output_bytes = kernel.output_shape().iter().product::<usize>() * signature.dtype.size();
+    let mut output = vec![0u8; output_bytes];
+    let source = noise(output_bytes, 3);
+    let mut group = c.benchmark_group(name);
+    group.bench_function("jit", |b| {
+        b.iter(|| {
+            kernel
+                .run_bytes(&data, &indices, &scales, None, black_box(&mut output))
+                .expect("runs")
+        })
+    });
+    group.bench_function("memcpy", |b| {
+        b.iter(|| black_box(&mut output).copy_from_slice(&source))
+    });
+    group.bench_function("fill", |b| b.iter(|| black_box(&mut output).fill(0x5a)));
+    group.bench_function("compile", |b| {
+        b.iter(|| QuantizedKernel::compile(black_box(signature)).expect("compiles"))
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    let q4 = BlockQuantization {
+        gather_axis: 0,
+        quantize_axis: 1,
+        block_size: 32,
+        bits: 4,
+        zero_points: false,
+    };
+    let block = |count| QuantizedSignature::block_quantized(&[ROWS, ROW_LEN], &[1, count], q4);
+    case(c, "Q1", &block(32));
+    case(c, "Q2", &block(2048));
+    case(c, "decode-step", &block(1));
+    for format in [GgufFormat::Q4_0, GgufFormat::Q8_0] {
+        let sig = QuantizedSignature::gguf(format, ROWS, ROW_LEN, &[1, 32]);
+        case(c, &format!("Q3-{}", format.name()), &sig);
+    }
+}
+
+criterion_group! {
+    name = quantized;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(2));
+    targets = benches
+}
+criterion_main!(quantized);
