@@ -211,7 +211,7 @@ pub fn parse(text: &str, bin: Option<&Path>, defaults: Option<Defaults>) -> Resu
         ..ParsingOptions::default()
     };
     let doc = Document::parse_with_options(&wrapped, options)
-        .map_err(|e| Failure::usage(format!("not well-formed XML: {e}")))?;
+        .map_err(|e| Failure::usage(xml_error(&e, text)))?;
     let model = Model::new(&doc, bin);
     let mut layers = Vec::new();
     for node in doc.descendants().filter(|n| n.has_tag_name("layer")) {
@@ -239,6 +239,55 @@ pub fn parse(text: &str, bin: Option<&Path>, defaults: Option<Defaults>) -> Resu
 
 /// The tag the text is wrapped in, so that several top-level elements parse.
 const WRAPPER: &str = "gather-jit-file";
+
+/// A parse error of the wrapped text in the terms of the user's file: its position there
+/// (the wrapper's opening tag shifts line 1, its closing tag lies past the end) and no mention
+/// of the wrapper element, which the user never wrote.
+fn xml_error(error: &roxmltree::Error, text: &str) -> String {
+    let open_len = WRAPPER.len() + 2;
+    // Where the file ends, as a position in the wrapped text (1-based, columns in chars).
+    let last_line = text.rsplit('\n').next().unwrap_or("");
+    let end_row = text.matches('\n').count() as u32 + 1;
+    let end_col = last_line.chars().count() as u32 + 1;
+    let end_col_wrapped = if end_row == 1 {
+        end_col + open_len as u32
+    } else {
+        end_col
+    };
+    let pos = error.pos();
+    let at_end = matches!(error, roxmltree::Error::UnexpectedEndOfStream)
+        || (pos.row, pos.col) >= (end_row, end_col_wrapped);
+    let (row, col) = if at_end {
+        (end_row, end_col)
+    } else if pos.row == 1 {
+        (1, pos.col.saturating_sub(open_len as u32).max(1))
+    } else {
+        (pos.row, pos.col)
+    };
+    let message = match error {
+        roxmltree::Error::UnexpectedCloseTag(open, close, _) if close == WRAPPER => {
+            format!("<{open}> is not closed before the end of the file")
+        }
+        roxmltree::Error::UnexpectedCloseTag(open, close, _) if open == WRAPPER => {
+            format!("</{close}> closes no open element")
+        }
+        roxmltree::Error::UnexpectedEndOfStream => "the file ends inside a tag".to_string(),
+        other => {
+            let text = other.to_string();
+            let suffix = format!(" at {pos}");
+            match text.find(&suffix) {
+                Some(at) => format!("{}{}", &text[..at], &text[at + suffix.len()..]),
+                None => text,
+            }
+        }
+    };
+    let place = if at_end {
+        format!("at the end of the file (line {row}, column {col})")
+    } else {
+        format!("at line {row}, column {col}")
+    };
+    format!("not well-formed XML {place}: {message}")
+}
 
 /// How many ignored start-tag tokens are named in notes (each one costs a scan for its line
 /// number); the rest are counted, so a file of millions of them costs neither time nor memory.

@@ -1506,3 +1506,39 @@ fn numpy_onnx_and_openvino_spellings_are_accepted() {
         "{line}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// internal names (issue 25, item 6)
+
+/// A malformed XML file is reported by the file's name and a position in it, never by the
+/// element the CLI wraps the text in, with columns on line 1 counted from the file's own start.
+#[test]
+fn layer_xml_errors_name_the_file_and_position_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "<layer id=\"1\" type=\"GatherND\">\n  <input>\n  </input>\n",
+            "not well-formed XML at the end of the file (line 4, column 1): <layer> is not closed before the end of the file",
+        ),
+        (
+            "<layer id=\"1\" id=\"2\" type=\"GatherND\"/>",
+            "not well-formed XML at line 1, column 15: attribute 'id' is already defined",
+        ),
+        (
+            "<layer id=\"1\" type=\"Relu\"/>\n</layer>\n",
+            "not well-formed XML at line 2, column 1: </layer> closes no open element",
+        ),
+        (
+            "<layer id=\"1\" type=\"GatherND\"><input></layer>",
+            "not well-formed XML at line 1, column 38: expected 'input' tag, not 'layer'",
+        ),
+    ];
+    for (i, (text, expected)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.xml"));
+        fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+        let line = usage_error(&["layer", file]);
+        assert_eq!(line, format!("error: {file}: {expected}"), "{text:?}");
+        assert!(!line.contains("gather-jit-file"), "{line}");
+    }
+}
