@@ -13,13 +13,14 @@ use crate::buffer;
 use crate::failure::{Result, eprint_line};
 use crate::hugepages;
 use crate::opargs::{OpArgs, SignatureArgs, parse_count};
+use crate::progress::Progress;
 use crate::random::{self, XorShift};
 use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 
 /// Time a kernel on seeded random data with random valid indices.
 ///
 /// Reports the compile time (validation, specialisation, Cranelift), the time of a cache hit,
-/// the median/min/max time per call, GB/s (output bytes read from data + indices read + output
+/// the median (p50), p90, p99, min and max time per call (percentiles of the samples), GB/s (output bytes read from data + indices read + output
 /// written, per second), and a memcpy and a fill (with a non-zero byte) of the output's size
 /// measured in the same run, with the ratios. Each sample times a batch of calls (enough for ~10 µs) and divides.
 #[derive(Args, Debug)]
@@ -153,8 +154,10 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         }
         return Ok(());
     }
+    let progress = Progress::new("bench", 6);
     // Every buffer is made before anything is timed, so that one too large for memory fails
     // at once. The random draws keep their order: data, indices, the memcpy's source.
+    progress.start("random data and indices, and the memcpy's buffers");
     let mut rng = XorShift::new(args.seed);
     let huge = !args.no_huge_pages;
     let data_offset = args.data_offset as usize;
@@ -183,7 +186,9 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     rng.fill(&mut source);
     let mut copy = hugepages::zeroed(output_bytes, huge, "the memcpy's destination")?;
     let budget = Duration::from_millis(args.time_ms);
+    progress.done();
 
+    progress.start("compiling");
     let cache = KernelCache::new(16);
     let started = Instant::now();
     let kernel = if tuning != Tuning::default() {
@@ -210,6 +215,8 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     } else {
         None
     };
+    progress.done();
+    progress.start("cache hits");
     let cache_hit = measure(budget.min(Duration::from_millis(50)), || {
         black_box(cache.get(black_box(&sig)).is_ok());
     });
@@ -224,22 +231,29 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
     let output = &mut output_buffer[output_offset..];
+    progress.done();
+    progress.start("the kernel");
     kernel.run_bytes_parallel(data, &indices, output, threads as usize)?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
         let _ =
             kernel.run_bytes_parallel(data, &indices, black_box(&mut *output), threads as usize);
     });
+    progress.done();
+    progress.start("memcpy of the output's size");
     let copy_chunks = chunks(&mut copy, threads_used);
     let memcpy = measure(budget, || {
         split(black_box(&copy_chunks), |d, at| {
             d.copy_from_slice(&source[at..at + d.len()]);
         });
     });
+    progress.done();
+    progress.start("fill of the output's size");
     let fill = measure(budget, || {
         split(black_box(&copy_chunks), |d, _| d.fill(FILL_BYTE));
     });
     drop(copy_chunks);
+    drop(progress);
 
     let moved = bytes_moved(kernel.plan());
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
@@ -249,7 +263,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let ratio = ratio_to(memcpy.median);
     let fill_ratio = ratio_to(fill.median);
     if args.json {
-        let json = json!({
+        let mut json = json!({
             "signature": sig.to_string(),
             "op": sig.op.to_string(),
             "flavor": sig.flavor.name(),
@@ -290,6 +304,10 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
             "fill_ns": fill.median,
             "ratio_to_fill": fill_ratio,
         });
+        // Apart from the object above, which is as large as `json!` expands.
+        json["p50_ns"] = jit.median.into();
+        json["p90_ns"] = jit.p90.into();
+        json["p99_ns"] = jit.p99.into();
         outln!(out, "{json}");
         return Ok(());
     }
@@ -309,8 +327,10 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     );
     outln!(
         out,
-        "per call      median {}, min {}, max {} ({} samples x {} calls, {} thread{})",
+        "per call      median {}, p90 {}, p99 {}, min {}, max {} ({} samples x {} calls, {} thread{})",
         human_time(ns(jit.median)),
+        human_time(ns(jit.p90)),
+        human_time(ns(jit.p99)),
         human_time(ns(jit.min)),
         human_time(ns(jit.max)),
         jit.samples,

@@ -8,8 +8,9 @@ use gather_jit::{DType, Flavor, IndexType, Signature};
 use crate::failure::Result;
 use crate::layer;
 use crate::opargs::parse_count;
+use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, Case};
+use crate::report::{self, Case, TableArgs};
 
 /// The four `<layer>` examples of the seed specs (GatherND-8 x3, Gather-1), verbatim.
 const SEED_LAYERS: &str = include_str!("../../examples/seed_layers.xml");
@@ -22,14 +23,14 @@ const SEED_LAYERS: &str = include_str!("../../examples/seed_layers.xml");
 #[derive(Args, Debug)]
 #[command(after_help = "Example:
   gather-jit demo
+  gather-jit demo --wide
   gather-jit demo --seed 7 --json")]
 pub struct DemoArgs {
     /// Seed of the random data and indices
     #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
-    /// Print the rows as a JSON array (times in nanoseconds) instead of a table
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
 }
 
 /// Runs the demo.
@@ -39,17 +40,29 @@ pub struct DemoArgs {
 /// case's buffers do not fit in memory.
 pub fn main(args: &DemoArgs, out: &mut dyn Write) -> Result<()> {
     let mut rng = XorShift::new(args.seed);
+    let examples = spec_examples();
+    let layers = layer::parse(SEED_LAYERS, None, None)?.layers;
+    let progress = Progress::new("demo", (examples.len() + layers.len() + 1) as u64);
     let mut rows = Vec::new();
-    for case in spec_examples() {
-        rows.push(report::run_case(&case)?);
+    for case in examples {
+        rows.push(report::run_case_with(&case, &progress)?);
     }
     // Each random case is made, run and dropped in turn, so that only one case's buffers
     // (at most 0.4 GB, the Gather-1 layer's two outputs) are alive at a time.
-    for spec in layer::parse(SEED_LAYERS, None, None)?.layers {
-        rows.push(report::run_case(&spec.random_case(&mut rng)?)?);
+    for spec in layers {
+        progress.start(format!("{}: random inputs", spec.label));
+        rows.push(report::run_case_with(
+            &spec.random_case(&mut rng)?,
+            &progress,
+        )?);
     }
-    rows.push(report::run_case(&embedding_lookup(&mut rng)?)?);
-    report::finish(out, &rows, args.json)
+    progress.start("embedding lookup: random inputs");
+    rows.push(report::run_case_with(
+        &embedding_lookup(&mut rng)?,
+        &progress,
+    )?);
+    drop(progress);
+    report::finish(out, &rows, &args.table)
 }
 
 /// ONNX Gather of token ids into a [30522, 768] f32 table (BERT-base's vocabulary).

@@ -24,8 +24,9 @@ use roxmltree::{Document, Node, ParsingOptions};
 use crate::buffer;
 use crate::failure::{Failure, Result, eprint_line};
 use crate::opargs::{dtype_named, parse_count, parse_dtype, parse_index_type, parse_integer};
+use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, Case, shape_text};
+use crate::report::{self, Case, TableArgs, shape_text};
 
 /// Check and run the gather layers of an OpenVINO IR XML file.
 ///
@@ -59,9 +60,8 @@ pub struct LayerArgs {
     /// Seed of the random data and indices
     #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
-    /// Print the rows as a JSON array (times in nanoseconds) instead of a table
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
 }
 
 /// What to assume where the file says nothing.
@@ -188,12 +188,17 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
         return Err(Failure::usage(last.one_line()));
     }
     let mut rng = XorShift::new(args.seed);
+    let progress = Progress::new("layer", parsed.layers.len() as u64);
     let rows = parsed
         .layers
         .iter()
-        .map(|layer| report::run_case(&layer.random_case(&mut rng)?))
+        .map(|layer| {
+            progress.start(format!("{}: random inputs", layer.label));
+            report::run_case_with(&layer.random_case(&mut rng)?, &progress)
+        })
         .collect::<Result<Vec<_>>>()?;
-    report::finish(out, &rows, args.json)
+    drop(progress);
+    report::finish(out, &rows, &args.table)
 }
 
 /// Reads the gather layers of IR text. `bin` is the path of the model's weights file, from

@@ -33,6 +33,7 @@ mod layer;
 mod model;
 mod npy;
 mod opargs;
+mod progress;
 mod random;
 mod report;
 mod run;

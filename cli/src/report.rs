@@ -1,9 +1,11 @@
 //! One case through the JIT and the interpreter, and the table `demo` and `layer` print.
 
+use std::borrow::Cow;
 use std::hint::black_box;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use clap::Args;
 use gather_jit::interp::interpret;
 use gather_jit::specialize::Plan;
 use gather_jit::{Kernel, Signature};
@@ -11,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
+use crate::progress::Progress;
 use crate::random::XorShift;
 
 /// Inputs for one row: a signature, its buffers, and optionally the output a spec prints.
@@ -106,6 +109,17 @@ pub fn bytes_moved(plan: &Plan) -> u64 {
 
 /// How long the warm JIT calls of one row may take in all.
 const TIMING_BUDGET: Duration = Duration::from_millis(50);
+
+/// [`run_case`] as a step of `progress`, named after the case.
+///
+/// # Errors
+/// As [`run_case`].
+pub fn run_case_with(case: &Case, progress: &Progress) -> Result<Row> {
+    progress.start(case.label.clone());
+    let row = run_case(case);
+    progress.done();
+    row
+}
 
 /// Compiles and runs `case` through the JIT and the interpreter and compares them.
 ///
@@ -208,8 +222,12 @@ fn time_warm_calls(kernel: &Kernel, case: &Case, output: &mut [u8]) -> Duration 
 
 /// Per-call statistics of a measured function.
 pub struct Stats {
-    /// Median nanoseconds per call.
+    /// Median nanoseconds per call (the 50th percentile).
     pub median: f64,
+    /// 90th percentile of the samples, nanoseconds per call.
+    pub p90: f64,
+    /// 99th percentile of the samples, nanoseconds per call.
+    pub p99: f64,
     /// Fastest sample, nanoseconds per call.
     pub min: f64,
     /// Slowest sample, nanoseconds per call.
@@ -240,11 +258,20 @@ pub fn measure(budget: Duration, mut f: impl FnMut()) -> Stats {
     per_call.sort_by(f64::total_cmp);
     Stats {
         median: per_call[per_call.len() / 2],
+        p90: percentile(&per_call, 90),
+        p99: percentile(&per_call, 99),
         min: per_call[0],
         max: per_call[per_call.len() - 1],
         samples: per_call.len(),
         calls_per_sample,
     }
+}
+
+/// The `p`th percentile of `sorted` (not empty) by the nearest-rank rule: the smallest sample
+/// that at least `p`% of the samples do not exceed.
+fn percentile(sorted: &[f64], p: usize) -> f64 {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted[rank.min(sorted.len()) - 1]
 }
 
 /// Whole-number nanoseconds of `d`, saturating.
@@ -281,11 +308,34 @@ pub fn shape_text(shape: &[usize]) -> String {
     format!("[{}]", dims.join(","))
 }
 
-/// Prints rows as an aligned text table.
+/// How `demo` and `layer` print their rows.
+#[derive(Args, Clone, Debug, Default)]
+pub struct TableArgs {
+    /// Print every column, however wide the table (by default columns are left out until it
+    /// fits 100 columns)
+    #[arg(long, conflicts_with = "json")]
+    pub wide: bool,
+    /// Print the rows as a JSON array (times in nanoseconds, every field) instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The widest a table gets without `--wide`: a terminal beside an editor, or a review pane.
+pub const TABLE_WIDTH: usize = 100;
+
+/// The columns left out, in this order, until a table fits [`TABLE_WIDTH`]: the op and the
+/// types repeat what most labels say, the output shape follows from the others.
+const LEFT_OUT_FIRST: [usize; 4] = [1, 5, 4, 3];
+
+/// The narrowest the case column is cut to when a table is still too wide (long layer names).
+const NARROWEST_LABEL: usize = 12;
+
+/// Prints rows as an aligned text table: all columns if `wide`, else as many as fit
+/// [`TABLE_WIDTH`] (a last line names those left out).
 ///
 /// # Errors
 /// Writing to `out` failed.
-pub fn print_table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
+pub fn print_table(out: &mut dyn Write, rows: &[Row], wide: bool) -> io::Result<()> {
     let header = [
         "case", "op", "data", "indices", "output", "types", "compile", "jit", "interp", "GB/s",
         "agree",
@@ -314,12 +364,34 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
             *w = (*w).max(cell.chars().count());
         }
     }
+    let mut shown = [true; 11];
+    let total = |shown: &[bool; 11], widths: &[usize; 11]| {
+        let columns = shown.iter().filter(|&&s| s).count();
+        let cells: usize = (widths.iter().zip(shown))
+            .map(|(w, &s)| if s { *w } else { 0 })
+            .sum();
+        cells + 2 * columns.saturating_sub(1)
+    };
+    if !wide {
+        for column in LEFT_OUT_FIRST {
+            if total(&shown, &widths) <= TABLE_WIDTH {
+                break;
+            }
+            shown[column] = false;
+        }
+        let excess = total(&shown, &widths).saturating_sub(TABLE_WIDTH);
+        widths[0] = widths[0]
+            .saturating_sub(excess)
+            .max(NARROWEST_LABEL.min(widths[0]));
+    }
     let mut line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
             .zip(widths)
             .enumerate()
+            .filter(|&(i, _)| shown[i])
             .map(|(i, (cell, w))| {
+                let cell = cut(cell, w);
                 // Text columns align left, numbers right.
                 if i < 6 || i == 10 {
                     format!("{cell:<w$}")
@@ -335,12 +407,32 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
     for row in &cells {
         line(row)?;
     }
+    let left_out: Vec<&str> = (header.iter().zip(shown))
+        .filter(|&(_, s)| !s)
+        .map(|(h, _)| *h)
+        .collect();
+    if !left_out.is_empty() {
+        writeln!(
+            out,
+            "({} left out to fit {TABLE_WIDTH} columns: --wide shows them)",
+            left_out.join(", ")
+        )?;
+    }
     for row in rows {
         if let Some(detail) = &row.detail {
             writeln!(out, "{}: {detail}", row.label)?;
         }
     }
     Ok(())
+}
+
+/// `text` cut to `width` characters, its last one an ellipsis if anything was cut.
+fn cut(text: &str, width: usize) -> Cow<'_, str> {
+    if text.chars().count() <= width {
+        return Cow::Borrowed(text);
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    Cow::Owned(format!("{kept}…"))
 }
 
 /// The rows as a JSON array (times in nanoseconds).
@@ -372,11 +464,11 @@ pub fn rows_json(rows: &[Row]) -> Value {
 ///
 /// # Errors
 /// A disagreement, naming the rows (even if `out` was closed), else a failed write.
-pub fn finish(out: &mut dyn Write, rows: &[Row], as_json: bool) -> Result<()> {
-    let printed = if as_json {
+pub fn finish(out: &mut dyn Write, rows: &[Row], table: &TableArgs) -> Result<()> {
+    let printed = if table.json {
         writeln!(out, "{}", rows_json(rows))
     } else {
-        print_table(out, rows)
+        print_table(out, rows, table.wide)
     };
     let bad: Vec<&str> = rows
         .iter()
