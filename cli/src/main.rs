@@ -3,7 +3,7 @@
 //! Subcommands, one module each:
 //! - `demo` ([`mod@demo`]): the seed examples, the OpenVINO IR layer shapes and an embedding lookup
 //!   through the JIT and the interpreter, as a table.
-//! - `run` ([`mod@run`]): one op on `.npy` files.
+//! - `run` ([`mod@run`]): one op on `.npy` and `.npz` files.
 //! - `explain` ([`mod@explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
 //! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
 //! - `layer` ([`mod@layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
@@ -32,6 +32,7 @@ mod layer;
 #[cfg(feature = "model")]
 mod model;
 mod npy;
+mod npz;
 mod opargs;
 mod progress;
 mod random;

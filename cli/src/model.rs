@@ -13,8 +13,8 @@ use tract_onnx::tract_hir::internal::DimLike;
 
 use crate::failure::{Failure, Result};
 use crate::npy::{self, ElementType};
+use crate::npz;
 use crate::random::XorShift;
-use crate::{buffer, run};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
@@ -151,8 +151,7 @@ fn inputs(args: &ModelArgs, model: &TypedModel) -> Result<TVec<TValue>> {
 
 /// Reads input `name` from a `.npy` file and checks it against the declared fact.
 fn read_input(name: &str, path: &Path, fact: &TypedFact) -> Result<Tensor> {
-    let array = npy::parse(buffer::read_file(path)?)
-        .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+    let array = npz::read_array(&npz::ArrayPath::parse(path))?;
     let datum =
         array.element.dtype().and_then(datum_of).ok_or_else(|| {
             Failure::usage(format!("{}: unsupported element type", path.display()))
@@ -292,7 +291,10 @@ fn write_outputs(dir: &Path, names: &[String], outputs: &TVec<TValue>) -> Result
     }
     std::fs::create_dir_all(dir).map_err(|e| Failure::io("create", dir, e))?;
     for (path, header, output) in files {
-        run::write_atomically(&path, &[&header, output.as_bytes()])?;
+        npz::write_atomically(&path, |file| {
+            file.write_all(&header)?;
+            file.write_all(output.as_bytes())
+        })?;
     }
     Ok(())
 }

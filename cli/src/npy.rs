@@ -4,6 +4,17 @@
 //! C-order bytes, which is what the kernels take. Writing produces version 1.0 (2.0 if the
 //! header needs it), native-endian, C order. Only the element types of the IR are supported;
 //! bf16 (which numpy lacks) is a 2-byte void, `|V2`.
+//!
+//! Hand-written rather than `npyz`, which parses the header (bf16's `|V2`, both byte orders and
+//! Fortran order included) but not as this CLI must read a file: `npyz` 0.9 allocates a
+//! header's declared length (up to 4 GiB) before reading it, quotes a malformed header whole in
+//! a multi-line error, reads the data element by element into a `Vec` it allocates infallibly
+//! (a second copy of the array; here the file's buffer becomes the array, and every buffer is
+//! reserved fallibly), leaves Fortran order to the caller, and reads `.npz` through zip 0.6.
+//! With the checks it would need around it, it would replace only the header's dict parser
+//! below, for a dozen more crates in the build (a parser generator, and C code through
+//! `stacker`).
+//! `.npz` archives are read and written with the `zip` crate (see [`crate::npz`]).
 
 use gather_jit::{DType, IndexType};
 

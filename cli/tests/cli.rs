@@ -1514,6 +1514,44 @@ fn layer_table_fits_100_columns_and_wide_shows_every_column() {
     assert!(wide.lines().any(|l| l.chars().count() > 100), "{wide}");
 }
 
+/// `run --json` says what it wrote (file, type, shape, op) and how long each stage took.
+#[test]
+fn run_json_says_what_it_wrote_and_how_long_it_took() {
+    let dir = dir_with_data();
+    let indices = write_indices(&dir, "indices.npy", "<i8", &[3], &[1, 0, 1]);
+    let out = path(&dir, "out.npy");
+    let json = ok(&[
+        "run",
+        "--op",
+        "gather",
+        &path(&dir, "data.npy"),
+        &indices,
+        "-o",
+        &out,
+        "--check",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&json).expect("one JSON object");
+    assert_eq!(report["wrote"], out.as_str());
+    assert!(report["array"].is_null(), "{report}");
+    assert_eq!(report["dtype"], "f32");
+    assert_eq!(report["shape"], serde_json::json!([3, 2]));
+    assert_eq!(report["bytes"], 24);
+    assert_eq!(report["op"], "Gather(axis=0, batch_dims=0)");
+    assert_eq!(report["checked"], true);
+    for stage in ["read_ns", "compile_ns", "gather_ns", "check_ns", "write_ns"] {
+        let ns = report[stage].as_u64().unwrap_or(0);
+        assert!(
+            ns > 0 && ns <= report["total_ns"].as_u64().unwrap(),
+            "{stage}: {report}"
+        );
+    }
+    assert_eq!(
+        read_npy(Path::new(&out)).1,
+        le(&[3.0f32, 4.0, 1.0, 2.0, 3.0, 4.0], f32::to_le_bytes)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // familiar spellings (issue 25, item 4)
 
@@ -1631,6 +1669,150 @@ fn numpy_onnx_and_openvino_spellings_are_accepted() {
         line.contains("expected an integer index type: i8 u8"),
         "{line}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npz (issue 25, item 5)
+
+/// `cli/tests/data/NAME` copied into `dir` (tests never write beside the fixtures).
+fn copy_fixture(dir: &TempDir, name: &str) -> String {
+    let to = path(dir, name);
+    fs::copy(test_data(name), &to).expect("fixture copied");
+    to
+}
+
+/// The header text and data bytes of array `name` in the `.npz` archive at `path`, read with
+/// the zip crate (not the CLI's reader).
+fn read_npz_member(path: &str, name: &str) -> (String, Vec<u8>) {
+    let mut archive =
+        zip::ZipArchive::new(fs::File::open(path).expect("archive written")).expect("a zip");
+    let mut member = archive.by_name(&format!("{name}.npy")).expect("the member");
+    assert_eq!(member.compression(), zip::CompressionMethod::Stored);
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut member, &mut bytes).unwrap();
+    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = String::from_utf8(bytes[10..10 + len].to_vec()).unwrap();
+    (header, bytes[10 + len..].to_vec())
+}
+
+/// Archives numpy wrote (`cli/tests/data/make_npz.py`): one holding `data` and `indices`
+/// (savez), arrays of a compressed one by name (savez_compressed, Fortran order), `.npz`
+/// outputs that numpy's layout reads; and the errors, each naming the archive's arrays.
+#[test]
+fn run_reads_and_writes_npz_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let pair = copy_fixture(&dir, "pair.npz");
+    let compressed = copy_fixture(&dir, "pair_compressed.npz");
+
+    // One archive with `data` ([[1, 2], [3, 4]], big-endian f32) and `indices` ([1, 0, 1]).
+    let out = path(&dir, "out.npz");
+    let stdout = ok(&["run", "--op", "gather", &pair, "-o", &out, "--check"]);
+    assert!(
+        stdout.starts_with(&format!("wrote {out}: f32 [3, 2]")),
+        "{stdout}"
+    );
+    let (header, data) = read_npz_member(&out, "output");
+    assert!(
+        header.contains("'descr': '<f4'") && header.contains("'shape': (3, 2)"),
+        "{header}"
+    );
+    assert_eq!(
+        data,
+        le(&[3.0f32, 4.0, 1.0, 2.0, 3.0, 4.0], f32::to_le_bytes)
+    );
+
+    // Arrays by name, deflated; table [[0, 1, 2], [3, 4, 5]] (i16, Fortran order), ids [2, -1].
+    let named = path(&dir, "named.npz");
+    let json = ok(&[
+        "run",
+        "--op",
+        "gather",
+        "--axis",
+        "-1",
+        &format!("{compressed}:table"),
+        &format!("{compressed}:ids"),
+        "-o",
+        &format!("{named}:rows"),
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(
+        (&report["wrote"], &report["array"]),
+        (&named.as_str().into(), &"rows".into())
+    );
+    let (header, data) = read_npz_member(&named, "rows");
+    assert!(header.contains("'descr': '<i2'"), "{header}");
+    assert_eq!(data, le(&[2i16, 2, 5, 5], i16::to_le_bytes));
+    // The same into .npy, the ids from an .npy file.
+    let ids = write_indices(&dir, "ids.npy", "<i8", &[1], &[0]);
+    let npy_out = path(&dir, "rows.npy");
+    ok(&[
+        "run",
+        "--op",
+        "gather",
+        &format!("{compressed}:table"),
+        &ids,
+        "-o",
+        &npy_out,
+    ]);
+    assert_eq!(
+        read_npy(Path::new(&npy_out)).1,
+        le(&[0i16, 1, 2], i16::to_le_bytes)
+    );
+
+    let before = names(&dir);
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec![compressed.clone()],
+            format!(
+                "{compressed} alone must hold arrays named data and indices; it has no data or indices (it has: table, ids, extra)"
+            ),
+        ),
+        (
+            vec![compressed.clone(), ids.clone()],
+            format!(
+                "{compressed} holds 3 arrays (table, ids, extra): name one as {compressed}:NAME"
+            ),
+        ),
+        (
+            vec![format!("{pair}:nope"), ids.clone()],
+            format!("{pair} has no array 'nope' (it has: data, indices)"),
+        ),
+        (
+            vec![ids.clone()],
+            "no indices: give DATA and INDICES".to_string(),
+        ),
+        (
+            vec![pair.clone(), "-o".into(), pair.clone()],
+            "is the same file as the data input".to_string(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["run".to_string(), "--op".into(), "gather".into()];
+        all.extend(args);
+        if !all.contains(&"-o".to_string()) {
+            all.extend(["-o".to_string(), path(&dir, "never.npz")]);
+        }
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let line = usage_error(&all);
+        assert!(line.contains(&expected), "{all:?}: {line}");
+        assert_eq!(names(&dir), before, "{all:?} wrote something");
+    }
+    assert_eq!(
+        fs::read(&pair).unwrap(),
+        fs::read(test_data("pair.npz")).unwrap()
+    );
+    let not_zip = path(&dir, "text.npz");
+    fs::write(&not_zip, "not a zip").unwrap();
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather",
+        &not_zip,
+        "-o",
+        &path(&dir, "x.npy"),
+    ]);
+    assert!(line.contains("not an .npz archive"), "{line}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,245 @@
+//! Arrays on the command line: `FILE.npy`, one array of an `.npz` archive (`FILE.npz:NAME`),
+//! or a whole archive; reading them and writing them atomically.
+//!
+//! An `.npz` file is what `numpy.savez` writes: a zip archive with one `NAME.npy` member per
+//! array, stored (`savez`) or deflated (`savez_compressed`). The [`zip`] crate reads the archive;
+//! each member is an `.npy` file for [`crate::npy`]. Written archives hold one stored member, as
+//! `savez` writes them.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use zip::result::ZipError;
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipArchive, ZipWriter};
+
+use crate::buffer;
+use crate::failure::{Failure, Result};
+use crate::npy::{self, Array};
+
+/// Where an array is: a file, and for an `.npz` archive the name of the array in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayPath {
+    /// The `.npy` or `.npz` file.
+    pub file: PathBuf,
+    /// The array's name in an `.npz` archive (`None`: the file is `.npy`, or the archive is
+    /// taken whole).
+    pub member: Option<String>,
+}
+
+impl ArrayPath {
+    /// `FILE.npz:NAME` names array NAME of FILE.npz; anything else is a file. A path that exists
+    /// as it is written is always a file, so that a name with a colon in it still works.
+    pub fn parse(path: &Path) -> ArrayPath {
+        let split = path
+            .to_str()
+            .filter(|_| !path.exists())
+            .and_then(|text| text.rsplit_once(':'))
+            .filter(|(file, name)| is_npz(Path::new(file)) && !name.is_empty());
+        match split {
+            Some((file, name)) => ArrayPath {
+                file: PathBuf::from(file),
+                member: Some(name.to_string()),
+            },
+            None => ArrayPath {
+                file: path.to_path_buf(),
+                member: None,
+            },
+        }
+    }
+
+    /// Whether the file is an `.npz` archive (by its extension, as numpy decides).
+    pub fn is_npz(&self) -> bool {
+        is_npz(&self.file)
+    }
+}
+
+impl fmt::Display for ArrayPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.member {
+            Some(name) => write!(f, "{}:{name}", self.file.display()),
+            None => write!(f, "{}", self.file.display()),
+        }
+    }
+}
+
+/// Whether `path` ends in `.npz` (any case).
+pub fn is_npz(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
+}
+
+/// An `.npz` archive opened for reading.
+pub struct Archive {
+    path: PathBuf,
+    zip: ZipArchive<BufReader<File>>,
+}
+
+impl Archive {
+    /// Opens the archive at `path` (its directory only; members are read by [`Archive::read`]).
+    ///
+    /// # Errors
+    /// The file cannot be read or is not a zip archive.
+    pub fn open(path: &Path) -> Result<Archive> {
+        let file = File::open(path).map_err(|e| Failure::io("read", path, e))?;
+        let zip = ZipArchive::new(BufReader::new(file)).map_err(|e| {
+            Failure::usage(format!(
+                "{}: not an .npz archive (a zip file of .npy arrays): {e}",
+                path.display()
+            ))
+        })?;
+        Ok(Archive {
+            path: path.to_path_buf(),
+            zip,
+        })
+    }
+
+    /// The names of the arrays in the archive (its `.npy` members without the extension), in
+    /// archive order.
+    pub fn names(&self) -> Vec<String> {
+        self.zip
+            .file_names()
+            .filter_map(std::result::Result::ok)
+            .filter_map(|name| name.strip_suffix(".npy").map(str::to_string))
+            .collect()
+    }
+
+    /// Whether the archive has an array called `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.zip.index_for_name(&format!("{name}.npy")).is_some()
+    }
+
+    /// Reads array `name`.
+    ///
+    /// # Errors
+    /// No such array (the error lists those there are), a member that cannot be decompressed
+    /// or is not valid `.npy`, or no memory for it.
+    pub fn read(&mut self, name: &str) -> Result<Array> {
+        let at = format!("{}:{name}", self.path.display());
+        let names = self.names();
+        let mut member = match self.zip.by_name(&format!("{name}.npy")) {
+            Ok(member) => member,
+            Err(ZipError::FileNotFound) => {
+                return Err(Failure::usage(format!(
+                    "{} has no array '{name}' (it has: {})",
+                    self.path.display(),
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            Err(e) => return Err(Failure::usage(format!("cannot read {at}: {e}"))),
+        };
+        // The declared size is the archive's word, not a fact: a larger member grows the buffer
+        // as it is read, fallibly, and a smaller one leaves room unused.
+        let declared = usize::try_from(member.size()).unwrap_or(usize::MAX);
+        let mut bytes = buffer::with_capacity(declared, format_args!("the contents of {at}"))?;
+        member
+            .read_to_end(&mut bytes)
+            .map_err(|e| Failure::usage(format!("cannot read {at}: {e}")))?;
+        npy::parse(bytes).map_err(|e| Failure::usage(format!("{at}: {e}")))
+    }
+}
+
+/// Reads the array at `path`: an `.npy` file, or one array of an `.npz` archive, which is the
+/// one named, or the archive's only array.
+///
+/// # Errors
+/// As [`read_npy`] and [`Archive::read`]; an archive of several arrays with none named.
+pub fn read_array(path: &ArrayPath) -> Result<Array> {
+    if !path.is_npz() {
+        return read_npy(&path.file);
+    }
+    let mut archive = Archive::open(&path.file)?;
+    let name = match &path.member {
+        Some(name) => name.clone(),
+        None => match archive.names().as_slice() {
+            [only] => only.clone(),
+            names => {
+                return Err(Failure::usage(format!(
+                    "{} holds {} arrays ({}): name one as {}:NAME",
+                    path.file.display(),
+                    names.len(),
+                    names.join(", "),
+                    path.file.display()
+                )));
+            }
+        },
+    };
+    archive.read(&name)
+}
+
+/// Reads an `.npy` file.
+///
+/// # Errors
+/// The file cannot be read, is not valid `.npy`, or does not fit in memory.
+pub fn read_npy(path: &Path) -> Result<Array> {
+    let bytes = buffer::read_file(path)?;
+    npy::parse(bytes).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+}
+
+/// Writes an array (its `.npy` header and data) to `path`: an `.npy` file, or an `.npz`
+/// archive holding it alone as `name` (default `output`). The file is written atomically (see
+/// [`write_atomically`]).
+///
+/// # Errors
+/// The file cannot be written.
+pub fn write_array(path: &ArrayPath, header: &[u8], data: &[u8]) -> Result<()> {
+    if !path.is_npz() {
+        return write_atomically(&path.file, |file| {
+            file.write_all(header)?;
+            file.write_all(data)
+        });
+    }
+    let name = path.member.as_deref().unwrap_or(DEFAULT_MEMBER);
+    write_atomically(&path.file, |file| {
+        let mut zip = ZipWriter::new(file);
+        let size = (header.len() as u64).saturating_add(data.len() as u64);
+        // Stored, as `numpy.savez` writes (a gather's output rarely compresses well, and a
+        // stored member is read back without a copy through a decompressor).
+        let options = SimpleFileOptions::default()
+            .compression_method(CompressionMethod::Stored)
+            .large_file(size >= u64::from(u32::MAX));
+        zip.start_file(format!("{name}.npy"), options)
+            .map_err(io::Error::other)?;
+        zip.write_all(header)?;
+        zip.write_all(data)?;
+        zip.finish().map_err(io::Error::other)?;
+        Ok(())
+    })
+}
+
+/// The array name of a written `.npz` that `-o` does not name.
+pub const DEFAULT_MEMBER: &str = "output";
+
+/// Writes `path` through `write` on a temporary file in `path`'s directory, renamed to `path`
+/// only when complete, so that `path` is either untouched or whole.
+///
+/// # Errors
+/// The temporary file cannot be made, written or renamed.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".gather-jit-").suffix(".tmp");
+    // A temporary file is private (0600); the output is an ordinary file.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut file = builder
+        .tempfile_in(dir)
+        .map_err(|e| Failure::io("create a temporary file in", dir, e))?;
+    let written = write(file.as_file_mut()).and_then(|()| file.as_file().sync_all());
+    written.map_err(|e| Failure::io("write", file.path(), e))?;
+    file.persist(path)
+        .map_err(|e| Failure::io("write", path, e.error))?;
+    Ok(())
+}
