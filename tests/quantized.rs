@@ -708,3 +708,26 @@ fn an_output_of_every_float_type_matches_the_interpreter_on_a_large_table() {
         }
     }
 }
+
+#[test]
+fn a_prefill_sized_output_matches_the_interpreter() {
+    // 32 MiB of f32 output, as in a prompt's embedding lookup: thousands of rows of whole
+    // blocks through the SIMD path.
+    let block = QuantizedSignature::block_quantized(
+        &[512, 4096],
+        &[2048],
+        BlockQuantization {
+            block_size: 32,
+            ..BlockQuantization::default()
+        },
+    );
+    let gguf = QuantizedSignature::gguf(GgufFormat::Q4_0, 512, 4096, &[2048]);
+    for signature in [block, gguf] {
+        let case = Case {
+            signature,
+            seed: 11,
+            bad_index: false,
+        };
+        jit_matches_interpreter(&case).expect("agrees");
+    }
+}

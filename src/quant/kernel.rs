@@ -75,7 +75,7 @@ impl QuantizedKernel {
         let id = module
             .declare_function("quantized_gather", Linkage::Export, &kernel_sig)
             .map_err(|e| codegen_err(&e))?;
-        let helper = if signature.dtype == DType::F16 {
+        let f16_helper = if signature.dtype == DType::F16 {
             let sig = lower::f16_helper_signature(call_conv);
             let id = module
                 .declare_function(F16_BITS, Linkage::Import, &sig)
@@ -87,14 +87,16 @@ impl QuantizedKernel {
         let mut ctx = Context::new();
         ctx.func.name = UserFuncName::user(0, id.as_u32());
         ctx.func.signature = kernel_sig;
-        let helper = helper.map(|id| module.declare_func_in_func(id, &mut ctx.func));
+        let helpers = lower::Helpers {
+            f16_bits: f16_helper.map(|id| module.declare_func_in_func(id, &mut ctx.func)),
+        };
         let mut builder_context = FunctionBuilderContext::new();
         lower::lower(
             &layout,
             &mut ctx.func,
             &mut builder_context,
             module.target_config(),
-            helper,
+            helpers,
         );
         module.define_function(id, &mut ctx).map_err(|e| match e {
             cranelift_module::ModuleError::Compilation(err) => Error::Codegen(

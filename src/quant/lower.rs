@@ -44,14 +44,19 @@ fn flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-/// Builds the kernel for `layout` into `func`; `f16_bits` is the rounding helper, imported
-/// when the output is `f16`.
+/// The Rust functions a kernel calls.
+pub(super) struct Helpers {
+    /// Rounds an `f32` to `f16` bits (imported when the output is `f16`).
+    pub(super) f16_bits: Option<FuncRef>,
+}
+
+/// Builds the kernel for `layout` into `func`.
 pub(super) fn lower(
     layout: &QuantizedLayout,
     func: &mut Function,
     context: &mut FunctionBuilderContext,
     config: TargetFrontendConfig,
-    f16_bits: Option<FuncRef>,
+    helpers: Helpers,
 ) {
     let mut b = FunctionBuilder::new(func, context);
     let entry = b.create_block();
@@ -63,6 +68,17 @@ pub(super) fn lower(
     b.def_var(out, params[4]);
     let reject = b.create_block();
     b.append_block_param(reject, I64);
+    // Vector constants, made once here (the entry block dominates every loop).
+    let nibble = b.ins().iconst(I8, 0xf);
+    let nibble = b.ins().splat(I8X16, nibble);
+    let zero_point = i64::from(layout.default_zero_point());
+    let zero_point = if layout.bits() == 4 {
+        let zp = b.ins().iconst(I8, zero_point);
+        b.ins().splat(I8X16, zp)
+    } else {
+        let zp = b.ins().iconst(I16, zero_point);
+        b.ins().splat(I16X8, zp)
+    };
     let mut lower = Lower {
         layout,
         config,
@@ -72,7 +88,9 @@ pub(super) fn lower(
         zero_points: params[3],
         out,
         reject,
-        f16_bits,
+        helpers,
+        nibble,
+        default_zero_point: zero_point,
     };
     lower.body(&mut b);
     let ok = b.ins().iconst(I32, 0);
@@ -98,7 +116,11 @@ struct Lower<'a> {
     out: Variable,
     /// Reports the index at its block parameter (an element position) as rejected.
     reject: Block,
-    f16_bits: Option<FuncRef>,
+    helpers: Helpers,
+    /// Sixteen `0x0f` bytes.
+    nibble: Value,
+    /// The default zero point in every lane (`i8x16` for 4 bits, `i16x8` for 8).
+    default_zero_point: Value,
 }
 
 /// `for iv in 0..extent { body(iv) }`, with `iv` an `i64` constant when `extent` is 1 and no
@@ -319,9 +341,9 @@ impl Lower<'_> {
                     let per_byte = usize::from(8 / q.bits);
                     let at = b.ins().imul_imm_s(r, (row_bytes * per_byte) as i64);
                     let at = b.ins().iadd(at, jb);
-                    self.packed(b, self.zero_points, at)
+                    Some(self.packed(b, self.zero_points, at))
                 } else {
-                    b.ins().iconst(I32, i64::from(l.default_zero_point()))
+                    None
                 };
                 // The block's first value, counted in logical values.
                 let first = b.ins().imul_imm_s(r, row_len as i64);
@@ -329,6 +351,8 @@ impl Lower<'_> {
                 if simd {
                     self.block_simd(b, q.bits, first, zero_point, scale);
                 } else {
+                    let zero_point = zero_point
+                        .unwrap_or_else(|| b.ins().iconst(I32, i64::from(l.default_zero_point())));
                     for_range(b, len, |b, j| {
                         let at = b.ins().iadd(first, j);
                         let value = self.packed(b, self.data, at);
@@ -475,6 +499,7 @@ impl Lower<'_> {
         match dtype {
             DType::F16 => {
                 let helper = self
+                    .helpers
                     .f16_bits
                     .expect("the f16 helper is imported for f16 output");
                 let call = b.ins().call(helper, &[value]);
@@ -536,14 +561,15 @@ impl Lower<'_> {
         b.ins().fcvt_from_sint(F32, q)
     }
 
-    /// The 16-value groups of a whole block of block quantization starting at logical value
-    /// `first`, into `f32` output.
+    /// A whole block of block quantization starting at logical value `first`, into `f32`
+    /// output: 32 values a step from 16 bytes (4 bits, blocks of 32 or more), else 16 values
+    /// from 8 or 16 bytes; steps unrolled up to four.
     fn block_simd(
         &mut self,
         b: &mut FunctionBuilder,
         bits: u8,
         first: Value,
-        zero_point: Value,
+        zero_point: Option<Value>,
         scale: Value,
     ) {
         let block = self.layout.block_size;
@@ -554,42 +580,68 @@ impl Lower<'_> {
             first
         };
         let base = b.ins().iadd(self.data, byte);
-        let step_bytes = usize::from(bits) * 2;
-        let zero_point = if bits == 4 {
-            let zp = b.ins().ireduce(I8, zero_point);
-            b.ins().splat(I8X16, zp)
-        } else {
-            let zp = b.ins().ireduce(I16, zero_point);
-            b.ins().splat(I16X8, zp)
+        let zero_point = match zero_point {
+            Some(zp) if bits == 4 => {
+                let zp = b.ins().ireduce(I8, zp);
+                b.ins().splat(I8X16, zp)
+            }
+            Some(zp) => {
+                let zp = b.ins().ireduce(I16, zp);
+                b.ins().splat(I16X8, zp)
+            }
+            None => self.default_zero_point,
         };
-        let nibble = self.nibble_mask(b);
-        for_range(b, block / 16, |b, step| {
-            let offset = b.ins().imul_imm_s(step, step_bytes as i64);
-            let at = b.ins().iadd(base, offset);
-            let halves = if bits == 4 {
-                // 8 bytes: low nibbles are the even values, high nibbles the odd ones.
-                let raw = b.ins().load(I64, flags(), at, 0);
-                let raw = b.ins().scalar_to_vector(I64X2, raw);
-                let raw = b.ins().bitcast(I8X16, little(), raw);
-                let low = b.ins().band(raw, nibble);
-                let four = b.ins().iconst(I32, 4);
-                let high = b.ins().ushr(raw, four);
-                let high = b.ins().band(high, nibble);
-                let mask = interleave_low(b);
-                let values = b.ins().shuffle(low, high, mask);
-                let centred = b.ins().isub(values, zero_point);
-                [b.ins().swiden_low(centred), b.ins().swiden_high(centred)]
-            } else {
+        let nibble = self.nibble;
+        let wide = bits == 4 && block >= 32;
+        let step_values = if wide { 32 } else { 16 };
+        let step_bytes = step_values * usize::from(bits) / 8;
+        let step = |this: &mut Self, b: &mut FunctionBuilder, at: Value| {
+            if bits == 8 {
                 let raw = b.ins().load(I8X16, flags(), at, 0);
                 let low = b.ins().uwiden_low(raw);
                 let high = b.ins().uwiden_high(raw);
-                [
+                let halves = [
                     b.ins().isub(low, zero_point),
                     b.ins().isub(high, zero_point),
-                ]
+                ];
+                this.store_i16x8(b, halves, scale);
+                return;
+            }
+            // Low nibbles are the even values, high nibbles the odd ones: interleaved back.
+            let raw = if wide {
+                b.ins().load(I8X16, flags(), at, 0)
+            } else {
+                let raw = b.ins().load(I64, flags(), at, 0);
+                let raw = b.ins().scalar_to_vector(I64X2, raw);
+                b.ins().bitcast(I8X16, little(), raw)
             };
-            self.store_i16x8(b, halves, scale);
-        });
+            let low = b.ins().band(raw, nibble);
+            let four = b.ins().iconst(I32, 4);
+            let high = b.ins().ushr(raw, four);
+            let mut groups = vec![interleave(b, 0)];
+            if wide {
+                groups.push(interleave(b, 8));
+            }
+            for mask in groups {
+                let values = b.ins().shuffle(low, high, mask);
+                let centred = b.ins().isub(values, zero_point);
+                let halves = [b.ins().swiden_low(centred), b.ins().swiden_high(centred)];
+                this.store_i16x8(b, halves, scale);
+            }
+        };
+        let steps = block / step_values;
+        if steps <= 4 {
+            for k in 0..steps {
+                let at = b.ins().iadd_imm_s(base, (k * step_bytes) as i64);
+                step(self, b, at);
+            }
+        } else {
+            for_range(b, steps, |b, k| {
+                let offset = b.ins().imul_imm_s(k, step_bytes as i64);
+                let at = b.ins().iadd(base, offset);
+                step(self, b, at);
+            });
+        }
     }
 
     /// A whole GGUF block at `block` into `f32` output.
@@ -603,14 +655,12 @@ impl Lower<'_> {
         let scale = b.ins().splat(F32X4, scale);
         match format {
             GgufFormat::Q4_0 => {
-                let nibble = self.nibble_mask(b);
                 let raw = b.ins().load(I8X16, flags(), block, 2);
-                let low = b.ins().band(raw, nibble);
+                let low = b.ins().band(raw, self.nibble);
                 let four = b.ins().iconst(I32, 4);
                 let high = b.ins().ushr(raw, four);
-                let high = b.ins().band(high, nibble);
-                let eight = b.ins().iconst(I8, 8);
-                let eight = b.ins().splat(I8X16, eight);
+                // Q4_0's zero point is 8, the hoisted default.
+                let eight = self.default_zero_point;
                 for values in [low, high] {
                     let centred = b.ins().isub(values, eight);
                     let halves = [b.ins().swiden_low(centred), b.ins().swiden_high(centred)];
@@ -644,11 +694,6 @@ impl Lower<'_> {
         let moved = b.ins().iadd_imm_s(out, i64::from(offset));
         b.def_var(self.out, moved);
     }
-
-    fn nibble_mask(&mut self, b: &mut FunctionBuilder) -> Value {
-        let mask = b.ins().iconst(I8, 0xf);
-        b.ins().splat(I8X16, mask)
-    }
 }
 
 /// Lane order for bitcasts between vector types (the host's, little-endian).
@@ -656,9 +701,10 @@ fn little() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 
-/// The shuffle mask taking lanes 0..8 of `a` and `b` alternately (`a0 b0 a1 b1 ...`).
-fn interleave_low(b: &mut FunctionBuilder) -> cranelift_codegen::ir::Immediate {
-    let lanes: Vec<u8> = (0..8).flat_map(|i| [i, 16 + i]).collect();
+/// The shuffle mask taking lanes `from..from + 8` of `a` and `b` alternately (`a0 b0 a1 b1
+/// ...` for `from` 0).
+fn interleave(b: &mut FunctionBuilder, from: u8) -> cranelift_codegen::ir::Immediate {
+    let lanes: Vec<u8> = (from..from + 8).flat_map(|i| [i, 16 + i]).collect();
     b.func.dfg.immediates.push(ConstantData::from(lanes))
 }
 
