@@ -64,10 +64,13 @@
 //!   functions use a process-wide one.
 //! - [`Error`]: what went wrong and where, with a stable [`Error::category`].
 //! - [`interp::interpret`]: the reference interpreter.
+//! - Quantized gathers ([`quant`]): rows of a quantized table dequantized as they are gathered,
+//!   ONNX Runtime's `GatherBlockQuantized` ([`jit_gather_block_quantized`]) and GGUF `Q4_0` /
+//!   `Q8_0` rows ([`jit_gather_gguf`]), with their interpreter [`interpret_quantized`].
 //!
 //! `docs/` in the repository has the design, the semantics of each flavor, the safety
-//! contract and the performance figures; `examples/` has an embedding lookup and a runtime's
-//! cache.
+//! contract and the performance figures; `examples/` has an embedding lookup, a runtime's
+//! cache and a 4-bit quantized embedding lookup.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
