@@ -1,4 +1,4 @@
-"""The medians of `cargo bench -p gather-jit-candle` as the markdown table of docs/integrations.md.
+"""The medians of `cargo bench -p gather-jit-candle` as the markdown tables of docs/integrations.md.
 
 Run from the repository's root after the bench: python3 integrations/candle/benches/table.py
 """
@@ -56,6 +56,45 @@ def main():
         with open(plumbing) as f:
             floor = json.load(f)["median"]["point_estimate"]
         print(f"\ncandle's custom-op floor (an op that only allocates S9's output): {show(floor)}")
+    quantized()
+
+
+def quantized():
+    """The medians of benches/quantized_embedding.rs, if it ran."""
+    if not (CRITERION / "candle-quantized-q4_0-1x32").exists():
+        return
+    print(
+        "\n| table | ids | `QuantizedEmbedding` | kernel `call` | `QTensor::embedding` "
+        "| dequantized table + `candle_nn::Embedding` |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for name in ("q4_0", "q8_0"):
+        for ids in ("1x32", "1x1"):
+            case = f"quantized-{name}-{ids}"
+            try:
+                jit, kernel, qtensor, dequantized = (
+                    median_ns(case, f) for f in ("jit", "kernel", "qtensor", "dequantized")
+                )
+            except FileNotFoundError:
+                print(f"| {name} | [{ids.replace('x', ', ')}] | not run | | | |")
+                continue
+            print(
+                f"| {name} | [{ids.replace('x', ', ')}] | {show(jit)} | {show(kernel)} "
+                f"| {show(qtensor)} ({qtensor / jit:.1f}x) "
+                f"| {show(dequantized)} ({dequantized / jit:.1f}x) |"
+            )
+    print("\n| table | dequantize the whole table | compile for 32 ids | compile for 1 id |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in ("q4_0", "q8_0"):
+        case = f"quantized-{name}-load"
+        try:
+            table, c32, c1 = (
+                median_ns(case, f) for f in ("dequantize-table", "compile-32", "compile-1")
+            )
+        except FileNotFoundError:
+            print(f"| {name} | not run | | |")
+            continue
+        print(f"| {name} | {show(table)} | {show(c32)} | {show(c1)} |")
 
 
 if __name__ == "__main__":

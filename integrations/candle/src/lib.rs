@@ -1,6 +1,7 @@
 //! gather-jit's kernels for [candle](candle_core): `index_select`, `gather` (GatherElements),
-//! `gather_nd` and `take` (ONNX Gather) on [`Tensor`]s as candle custom ops, and an
-//! [`Embedding`] that stands in for `candle_nn::Embedding`.
+//! `gather_nd` and `take` (ONNX Gather) on [`Tensor`]s as candle custom ops, an
+//! [`Embedding`] that stands in for `candle_nn::Embedding`, and a [`QuantizedEmbedding`] over a
+//! GGUF `Q4_0`/`Q8_0` `QTensor` that dequantizes only the rows it gathers.
 //!
 //! Each call asks a [`KernelCache`](gather_jit::KernelCache) (gather-jit's process-wide one
 //! unless [`JitGather::with_cache`] gives another) for the kernel of its shapes, dtypes and
@@ -55,12 +56,14 @@ mod embedding;
 mod error;
 mod layout;
 mod op;
+mod quantized;
 
 use candle_core::Tensor;
 use candle_core::shape::Dim;
 
 pub use embedding::Embedding;
 pub use op::{IndexRules, JitGather};
+pub use quantized::QuantizedEmbedding;
 
 /// `data.index_select(indices, dim)` by a gather-jit kernel, under candle's index rules.
 ///

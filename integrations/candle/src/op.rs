@@ -416,7 +416,7 @@ fn contains_maximum(indices: &[u8], index_type: IndexType) -> bool {
 }
 
 /// The coordinates of the `flat`-th element of a row-major tensor of `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut position = vec![0; shape.len()];
     for (coordinate, &dim) in position.iter_mut().zip(shape).rev() {
         if dim > 0 {
