@@ -321,7 +321,10 @@ impl Lower<'_> {
                 let start = b.ins().imul_imm_s(r, row_bytes as i64);
                 let start = mul_add(b, jb, format.block_bytes(), start);
                 let block = b.ins().iadd(self.data, start);
-                let bits = b.ins().uload16(I32, flags(), block, 0);
+                // GGUF files are little-endian, whatever the host.
+                let bits =
+                    b.ins()
+                        .uload16(I32, flags().with_endianness(Endianness::Little), block, 0);
                 let scale = f16_to_f32(b, bits);
                 if simd {
                     self.gguf_simd(b, format, block, scale);

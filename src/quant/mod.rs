@@ -417,6 +417,31 @@ impl QuantizedLayout {
         &self.output_shape
     }
 
+    /// Bytes of the stored data.
+    pub fn data_bytes(&self) -> usize {
+        self.data_bytes
+    }
+
+    /// Bytes of the indices.
+    pub fn indices_bytes(&self) -> usize {
+        self.indices_bytes
+    }
+
+    /// Bytes of the scales (0 for GGUF).
+    pub fn scales_bytes(&self) -> usize {
+        self.scales_bytes
+    }
+
+    /// Bytes of the stored zero points (0 without them).
+    pub fn zero_points_bytes(&self) -> usize {
+        self.zero_points_bytes
+    }
+
+    /// Bytes of the output.
+    pub fn output_bytes(&self) -> usize {
+        self.output_bytes
+    }
+
     /// The block quantization's bits per value (4 for `Q4_0`, 8 for `Q8_0`).
     pub(crate) fn bits(&self) -> u8 {
         match self.signature.quantization {
