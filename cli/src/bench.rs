@@ -13,7 +13,7 @@ use crate::buffer;
 use crate::failure::{Result, eprint_line};
 use crate::hugepages;
 use crate::opargs::{OpArgs, SignatureArgs, parse_count};
-use crate::progress::Progress;
+use crate::progress::{self, Progress};
 use crate::random::{self, XorShift};
 use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 
@@ -305,9 +305,11 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
             "ratio_to_fill": fill_ratio,
         });
         // Apart from the object above, which is as large as `json!` expands.
+        json["debug_assertions"] = cfg!(debug_assertions).into();
         json["p50_ns"] = jit.median.into();
         json["p90_ns"] = jit.p90.into();
         json["p99_ns"] = jit.p99.into();
+        progress::note_debug_timings();
         outln!(out, "{json}");
         return Ok(());
     }
@@ -353,6 +355,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         "fill          median {} (output-sized, byte {FILL_BYTE:#x}); jit / fill {fill_ratio:.2}",
         human_time(ns(fill.median))
     );
+    progress::note_debug_timings();
     if threads_used < threads {
         eprint_line(format_args!(
             "note: the gather splits into at most {threads_used} part(s) (the outermost loop \

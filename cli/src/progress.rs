@@ -45,6 +45,19 @@ impl Progress {
     }
 }
 
+/// Says on a terminal's stderr that this build times code with debug assertions on (the
+/// README's `checked` profile, or a debug build): they make the copy routines the kernels call
+/// markedly slower, which a reader of the times should know. `bench --json` says it in a field
+/// of its own.
+pub fn note_debug_timings() {
+    if cfg!(debug_assertions) && io::stderr().is_terminal() {
+        crate::failure::eprint_line(
+            "note: this build has debug assertions on, which slow the kernels down; \
+             `cargo run --release` times a release build",
+        );
+    }
+}
+
 impl Drop for Progress {
     /// Clears the bar, on success and on error alike, so that only results and the one error
     /// line stay on the screen.

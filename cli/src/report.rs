@@ -470,6 +470,7 @@ pub fn finish(out: &mut dyn Write, rows: &[Row], table: &TableArgs) -> Result<()
     } else {
         print_table(out, rows, table.wide)
     };
+    crate::progress::note_debug_timings();
     let bad: Vec<&str> = rows
         .iter()
         .filter(|r| r.agreement == Agreement::No)

@@ -770,6 +770,8 @@ fn bench_json_reports_times_in_nanoseconds() {
     }
     assert_eq!(json["threads"], 2);
     assert_eq!(json["threads_used"], 2);
+    // The binary is built in the test's own profile, so their debug assertions agree.
+    assert_eq!(json["debug_assertions"], cfg!(debug_assertions));
     let ordered = ["min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"].map(|f| json[f].as_f64());
     assert!(ordered.is_sorted(), "{ordered:?}");
     assert_eq!(json["p50_ns"], json["median_ns"]);
@@ -1460,6 +1462,11 @@ fn progress_shows_on_a_terminal_and_nothing_on_a_pipe() {
         "no progress on the terminal: {screen:?}"
     );
     assert!(!screen.contains("per call"), "{screen:?}");
+    assert_eq!(
+        screen.contains("note: this build has debug assertions on"),
+        cfg!(debug_assertions),
+        "{screen:?}"
+    );
     let results = fs::read_to_string(results).unwrap();
     assert!(results.contains("per call"), "{results}");
 }
