@@ -73,14 +73,14 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
             ("indices", indices_path.file.as_path()),
         ],
     )?;
-    let (data, indices) = if data_path.file == indices_path.file && data_path.is_npz() {
+    let named_in_one_archive = match (&data_path.member, &indices_path.member) {
+        (Some(data), Some(indices)) if data_path.file == indices_path.file => Some((data, indices)),
+        _ => None,
+    };
+    let (data, indices) = if let Some((data_name, indices_name)) = named_in_one_archive {
         // One archive holds both: its directory is read once.
         let mut archive = Archive::open(&data_path.file)?;
-        let data = archive.read(data_path.member.as_deref().unwrap_or("data"))?;
-        (
-            data,
-            archive.read(indices_path.member.as_deref().unwrap_or("indices"))?,
-        )
+        (archive.read(data_name)?, archive.read(indices_name)?)
     } else {
         (read_array(&data_path)?, read_array(&indices_path)?)
     };

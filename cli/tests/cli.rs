@@ -1750,6 +1750,14 @@ fn run_reads_and_writes_npz_archives() {
     let (header, data) = read_npz_member(&named, "rows");
     assert!(header.contains("'descr': '<i2'"), "{header}");
     assert_eq!(data, le(&[2i16, 2, 5, 5], i16::to_le_bytes));
+    // Both arrays named, from one archive.
+    let both = path(&dir, "both.npy");
+    let (data, indices) = (format!("{pair}:data"), format!("{pair}:indices"));
+    ok(&["run", "--op", "gather", &data, &indices, "-o", &both]);
+    assert_eq!(
+        read_npy(Path::new(&both)).1,
+        le(&[3.0f32, 4.0, 1.0, 2.0, 3.0, 4.0], f32::to_le_bytes)
+    );
     // The same into .npy, the ids from an .npy file.
     let ids = write_indices(&dir, "ids.npy", "<i8", &[1], &[0]);
     let npy_out = path(&dir, "rows.npy");
