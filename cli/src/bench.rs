@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::buffer;
 use crate::failure::{Result, eprint_line};
 use crate::hugepages;
-use crate::opargs::{OpArgs, SignatureArgs, parse_count};
+use crate::opargs::{OpArgs, OpKind, SignatureArgs, parse_count};
 use crate::progress::{self, Progress};
 use crate::random::{self, XorShift};
 use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
@@ -27,7 +27,8 @@ use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
 #[command(after_help = "Examples:
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128
   gather-jit bench --op gather-nd --data-shape 1000x256x10x15 --indices-shape 25x125x3 --threads 2 --json
-  gather-jit bench --op gather-nd --data-shape 512x512 --indices-shape 262144x2 --index-limit 64")]
+  gather-jit bench --op gather-nd --data-shape 512x512 --indices-shape 262144x2 --index-limit 64
+  gather-jit bench --op gather-block-quantized --bits 4 --block-size 32 --data-shape 32000x4096 --indices-shape 1x32")]
 pub struct BenchArgs {
     #[command(flatten)]
     op: OpArgs,
@@ -145,6 +146,21 @@ fn tuning(args: &BenchArgs) -> Tuning {
 /// An invalid signature, no valid index, buffers too large for memory, a thread that cannot be
 /// started (status 2).
 pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
+    if args.op.kind().is_ok_and(OpKind::is_quantized) {
+        let s = &args.signature;
+        let settings = crate::quantized::BenchSettings {
+            budget: Duration::from_millis(args.time_ms),
+            seed: args.seed,
+            json: args.json,
+        };
+        return crate::quantized::bench(
+            &args.op,
+            (&s.data_shape.0, &s.indices_shape.0),
+            (s.dtype, s.index_type),
+            &settings,
+            out,
+        );
+    }
     let sig = args.signature.signature(&args.op)?;
     let validated = sig.validate()?;
     let tuning = tuning(args);

@@ -7,7 +7,7 @@ use gather_jit::Kernel;
 use serde_json::json;
 
 use crate::failure::Result;
-use crate::opargs::{OpArgs, SignatureArgs};
+use crate::opargs::{OpArgs, OpKind, SignatureArgs};
 use crate::report::{human_time, nanos};
 
 /// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code.
@@ -35,6 +35,16 @@ pub struct ExplainArgs {
 /// # Errors
 /// An invalid signature (status 2).
 pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
+    if args.op.kind().is_ok_and(OpKind::is_quantized) {
+        let s = &args.signature;
+        return crate::quantized::explain(
+            &args.op,
+            (&s.data_shape.0, &s.indices_shape.0),
+            (s.dtype, s.index_type),
+            args.json,
+            out,
+        );
+    }
     let sig = args.signature.signature(&args.op)?;
     let kernel = Kernel::compile(&sig)?;
     let plan = kernel.plan();

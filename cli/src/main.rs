@@ -35,6 +35,7 @@ mod npy;
 mod npz;
 mod opargs;
 mod progress;
+mod quantized;
 mod random;
 mod report;
 mod run;

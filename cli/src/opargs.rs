@@ -5,7 +5,10 @@ use std::fmt;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
-use gather_jit::{DType, Flavor, IndexType, NegativeIndices, Op, Options, OutOfRange, Signature};
+use gather_jit::{
+    BlockQuantization, DType, Flavor, GgufFormat, IndexType, NegativeIndices, Op, Options,
+    OutOfRange, Quantization, QuantizedSignature, Signature,
+};
 
 use crate::failure::{Failure, Result};
 
@@ -18,15 +21,28 @@ pub enum OpKind {
     GatherElements,
     /// GatherND: index tuples select slices (TensorRT mode ND).
     GatherNd,
+    /// ONNX Runtime's GatherBlockQuantized: rows of uint8-packed 4- or 8-bit blocks with
+    /// scales (--bits, --block-size, --gather-axis, --quantize-axis)
+    GatherBlockQuantized,
+    /// Rows of GGUF Q4_0 / Q8_0 blocks, as llama.cpp's get_rows (--format)
+    GatherGguf,
 }
 
 impl OpKind {
-    fn flag(self) -> &'static str {
+    /// The spelling of `--op`.
+    pub fn flag(self) -> &'static str {
         match self {
             OpKind::Gather => "gather",
             OpKind::GatherElements => "gather-elements",
             OpKind::GatherNd => "gather-nd",
+            OpKind::GatherBlockQuantized => "gather-block-quantized",
+            OpKind::GatherGguf => "gather-gguf",
         }
+    }
+
+    /// Whether the op is a quantized gather (its own inputs and path, `quantized.rs`).
+    pub fn is_quantized(self) -> bool {
+        matches!(self, OpKind::GatherBlockQuantized | OpKind::GatherGguf)
     }
 }
 
@@ -71,6 +87,25 @@ pub struct OpArgs {
     /// What an out-of-range index does [default: the flavor's rule]
     #[arg(long, value_enum)]
     pub oob: Option<Oob>,
+    /// Bits per value (gather-block-quantized): 4 or 8
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(u8))]
+    pub bits: Option<u8>,
+    /// Values per scale along the quantize axis (gather-block-quantized): a power of two, at
+    /// least 16
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = parse_count)]
+    pub block_size: Option<u64>,
+    /// Axis of data the indices select along (gather-block-quantized) [default: 0]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_integer)]
+    pub gather_axis: Option<i64>,
+    /// Axis along which a block of values shares a scale (gather-block-quantized) [default: 1]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_integer)]
+    pub quantize_axis: Option<i64>,
+    /// GGUF block format (gather-gguf): q4_0 or q8_0
+    #[arg(long, value_parser = parse_gguf_format)]
+    pub format: Option<GgufFormat>,
+    /// explain, bench: gather-block-quantized with zero points (run: given by a ZERO_POINTS file)
+    #[arg(long)]
+    pub zero_points: bool,
 }
 
 impl OpArgs {
@@ -96,10 +131,132 @@ impl OpArgs {
         }
     }
 
+    /// The quantized gather's storage form and attributes, with zero points if `zero_points`.
+    ///
+    /// # Errors
+    /// Not a quantized op; a required attribute missing (`--bits`, `--block-size`,
+    /// `--format`); an attribute of another op given.
+    pub fn quantization(&self, zero_points: bool) -> Result<Quantization> {
+        let kind = self.kind()?;
+        let reject = |flag: &str| {
+            Failure::usage(format!(
+                "--{flag} does not apply to --op {} (it has no such attribute)",
+                kind.flag()
+            ))
+        };
+        if self.axis.is_some() {
+            return Err(reject("axis"));
+        }
+        if self.batch_dims.is_some() {
+            return Err(reject("batch-dims"));
+        }
+        match kind {
+            OpKind::GatherBlockQuantized => {
+                if self.format.is_some() {
+                    return Err(reject("format"));
+                }
+                let required = |flag: &str, accepted: &str| {
+                    Failure::usage(format!(
+                        "--{flag} is required with --op gather-block-quantized ({accepted})"
+                    ))
+                };
+                let bits = self.bits.ok_or_else(|| required("bits", "4 or 8"))?;
+                let block_size = self
+                    .block_size
+                    .ok_or_else(|| required("block-size", "a power of two, at least 16"))?;
+                Ok(Quantization::Block(BlockQuantization {
+                    gather_axis: self.gather_axis.unwrap_or(0),
+                    quantize_axis: self.quantize_axis.unwrap_or(1),
+                    block_size: usize::try_from(block_size).unwrap_or(usize::MAX),
+                    bits,
+                    zero_points,
+                }))
+            }
+            OpKind::GatherGguf => {
+                for (flag, given) in [
+                    ("bits", self.bits.is_some()),
+                    ("block-size", self.block_size.is_some()),
+                    ("gather-axis", self.gather_axis.is_some()),
+                    ("quantize-axis", self.quantize_axis.is_some()),
+                    ("zero-points", zero_points),
+                ] {
+                    if given {
+                        return Err(reject(flag));
+                    }
+                }
+                let format = self.format.ok_or_else(|| {
+                    Failure::usage("--format is required with --op gather-gguf (q4_0 or q8_0)")
+                })?;
+                Ok(Quantization::Gguf(format))
+            }
+            other => Err(Failure::usage(format!(
+                "--op {} is not a quantized gather",
+                other.flag()
+            ))),
+        }
+    }
+
+    /// The quantized signature on these shapes (`data_shape` logical) and types, with the
+    /// `--negative` / `--oob` overrides (not yet validated).
+    pub fn quantized_signature(
+        &self,
+        quantization: Quantization,
+        data_shape: &[usize],
+        indices_shape: &[usize],
+        dtype: DType,
+        index_type: IndexType,
+    ) -> QuantizedSignature {
+        let sig = match quantization {
+            Quantization::Block(q) => {
+                QuantizedSignature::block_quantized(data_shape, indices_shape, q)
+            }
+            Quantization::Gguf(format) => {
+                let rows = data_shape.first().copied().unwrap_or(0);
+                let row_len = data_shape.get(1).copied().unwrap_or(0);
+                let mut sig = QuantizedSignature::gguf(format, rows, row_len, indices_shape);
+                // Validation reports a rank other than 2 on the shape as given.
+                sig.data_shape = data_shape.to_vec();
+                sig
+            }
+        };
+        let mut policy = sig.policy;
+        if let Some(negative) = self.negative {
+            policy.negative = match negative {
+                Negative::Wrap => NegativeIndices::Wrap,
+                Negative::Invalid => NegativeIndices::Invalid,
+            };
+        }
+        if let Some(oob) = self.oob {
+            policy.out_of_range = match oob {
+                Oob::Error => OutOfRange::Error,
+                Oob::Zero => OutOfRange::Zero,
+                Oob::Clamp => OutOfRange::Clamp,
+            };
+        }
+        sig.with_policy(policy)
+            .with_dtype(dtype)
+            .with_index_type(index_type)
+    }
+
+    /// Whether a quantized-only flag was given (an error with the other ops).
+    fn quantized_flag(&self) -> Option<&'static str> {
+        [
+            ("bits", self.bits.is_some()),
+            ("block-size", self.block_size.is_some()),
+            ("gather-axis", self.gather_axis.is_some()),
+            ("quantize-axis", self.quantize_axis.is_some()),
+            ("format", self.format.is_some()),
+            ("zero-points", self.zero_points),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
     /// The op with its attributes.
     ///
     /// # Errors
-    /// `--axis` with gather-nd or `--batch-dims` with gather-elements, which those ops lack.
+    /// `--axis` with gather-nd or `--batch-dims` with gather-elements, which those ops lack;
+    /// a quantized op (see [`OpArgs::quantization`]) or one of its flags.
     pub fn op(&self) -> Result<Op> {
         let kind = self.kind()?;
         let reject = |flag: &str| {
@@ -108,6 +265,9 @@ impl OpArgs {
                 kind.flag()
             ))
         };
+        if let Some(flag) = self.quantized_flag() {
+            return Err(reject(flag));
+        }
         Ok(match kind {
             OpKind::Gather => Op::Gather {
                 axis: self.axis.unwrap_or(0),
@@ -128,6 +288,12 @@ impl OpArgs {
                 Op::GatherNd {
                     batch_dims: self.batch_dims.unwrap_or(0),
                 }
+            }
+            OpKind::GatherBlockQuantized | OpKind::GatherGguf => {
+                return Err(Failure::usage(format!(
+                    "--op {} is a quantized gather, which this command does not run",
+                    kind.flag()
+                )));
             }
         })
     }
@@ -219,6 +385,15 @@ impl fmt::Display for Shape {
 /// The shape forms [`parse_shape`] takes, for its errors.
 const SHAPE_FORMS: &str = "expected a shape such as 2x3x4, 2,3,4 or [2,3,4] \
      (0 is an empty dim; scalar or [] is rank 0)";
+
+/// Parses a GGUF block format: `q4_0` or `q8_0` (any case).
+///
+/// # Errors
+/// Anything else, naming the accepted forms.
+pub fn parse_gguf_format(text: &str) -> Result<GgufFormat, String> {
+    GgufFormat::from_name(text.trim())
+        .ok_or_else(|| format!("expected a GGUF block format: q4_0 or q8_0, not '{text}'"))
+}
 
 /// Parses a shape in this crate's spelling (`2x3x4`), numpy's and ONNX's (`2,3,4`, `[2, 3, 4]`,
 /// `(2, 3, 4)`, `(3,)`) or as rank 0 (`scalar`, `[]`, `()`).

@@ -14,7 +14,8 @@ use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::npy::{self, Array, ElementType};
 use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
-use crate::opargs::OpArgs;
+use crate::opargs::{OpArgs, OpKind};
+use crate::quantized;
 use crate::report::{human_time, nanos};
 
 /// Run a gather on .npy or .npz files and write the output as .npy or .npz.
@@ -34,7 +35,9 @@ use crate::report::{human_time, nanos};
   gather-jit run --op gather --axis 1 data.npy indices.npy -o out.npy
   gather-jit run --op gather --axis -1 in.npz -o out.npz --json
   gather-jit run --op gather weights.npz:table ids.npy -o out.npz:rows
-  gather-jit run --flavor openvino-gathernd8 --batch-dims 1 data.npy indices.npy -o out.npy --check")]
+  gather-jit run --flavor openvino-gathernd8 --batch-dims 1 data.npy indices.npy -o out.npy --check
+  gather-jit run --op gather-block-quantized --bits 4 --block-size 32 data.npy ids.npy scales.npy -o out.npy
+  gather-jit run --op gather-gguf --format q4_0 table.npy ids.npy -o out.npy")]
 pub struct RunArgs {
     #[command(flatten)]
     op: OpArgs,
@@ -44,6 +47,12 @@ pub struct RunArgs {
     /// The indices tensor (any integer type): FILE.npy or FILE.npz:NAME
     #[arg(value_name = "INDICES")]
     indices: Option<PathBuf>,
+    /// gather-block-quantized: the scales (float32, float16 or bfloat16)
+    #[arg(value_name = "SCALES")]
+    scales: Option<PathBuf>,
+    /// gather-block-quantized: the zero points (uint8, packed as data), if any
+    #[arg(value_name = "ZERO_POINTS")]
+    zero_points_file: Option<PathBuf>,
     /// Where to write the output: OUT.npy, OUT.npz (array `output`) or OUT.npz:NAME
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
@@ -63,6 +72,23 @@ pub struct RunArgs {
 /// rejected index (its position and value), an output too large for memory, a failed write
 /// (status 2); a disagreement under `--check` (status 1).
 pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
+    if args.op.kind().is_ok_and(OpKind::is_quantized) {
+        let files = quantized::RunFiles {
+            data: &args.data,
+            indices: args.indices.as_deref(),
+            scales: args.scales.as_deref(),
+            zero_points: args.zero_points_file.as_deref(),
+            output: &args.output,
+            check: args.check,
+            json: args.json,
+        };
+        return quantized::run(&args.op, &files, out);
+    }
+    if args.scales.is_some() || args.zero_points_file.is_some() {
+        return Err(Failure::usage(
+            "SCALES and ZERO_POINTS are inputs of --op gather-block-quantized only",
+        ));
+    }
     let started = Instant::now();
     let (data_path, indices_path) = inputs(args)?;
     let output_path = ArrayPath::parse(&args.output);
@@ -189,7 +215,7 @@ fn inputs(args: &RunArgs) -> Result<(ArrayPath, ArrayPath)> {
 
 /// Fails if `output` is the same file as one of `inputs` (the same path, or the same file
 /// through a symlink or a hard link): the rename over it would replace an input.
-fn refuse_to_overwrite(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+pub(crate) fn refuse_to_overwrite(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     for &(role, input) in inputs {
         if same_file(output, input) {
             return Err(Failure::usage(format!(

@@ -1865,3 +1865,311 @@ fn layer_xml_errors_name_the_file_and_position_only() {
         assert!(!line.contains("gather-jit-file"), "{line}");
     }
 }
+
+/// A 4-bit table of 3 rows of 32 values in blocks of 16: value (r, c) = (q - zp) * scale with
+/// q = (r + c) % 16, scale (r, b) = 0.5 * (r + 1) + b, zero point (r, b) = 8 - b (two blocks a
+/// row, packed in one byte). Returns the directory and the expected value of (r, c).
+fn quantized_table() -> (TempDir, impl Fn(usize, usize) -> f32) {
+    let dir = tempfile::tempdir().unwrap();
+    let q = |r: usize, c: usize| ((r + c) % 16) as u8;
+    let mut data = Vec::new();
+    for r in 0..3 {
+        for byte in 0..16 {
+            data.push(q(r, 2 * byte) | (q(r, 2 * byte + 1) << 4));
+        }
+    }
+    fs::write(
+        dir.path().join("data.npy"),
+        npy("|u1", false, &[3, 16], &data),
+    )
+    .unwrap();
+    let scale = |r: usize, b: usize| 0.5 * (r as f32 + 1.0) + b as f32;
+    let scales: Vec<f32> = (0..3).flat_map(|r| [scale(r, 0), scale(r, 1)]).collect();
+    fs::write(
+        dir.path().join("scales.npy"),
+        npy("<f4", false, &[3, 2], &le(&scales, f32::to_le_bytes)),
+    )
+    .unwrap();
+    // Block 0's zero point in the low nibble (8), block 1's in the high one (7).
+    fs::write(
+        dir.path().join("zp.npy"),
+        npy("|u1", false, &[3, 1], &[0x78; 3]),
+    )
+    .unwrap();
+    let expected = move |r: usize, c: usize| {
+        let b = c / 16;
+        (f32::from(q(r, c)) - (8 - b) as f32) * scale(r, b)
+    };
+    (dir, expected)
+}
+
+#[test]
+fn run_gather_block_quantized_dequantizes_the_rows() {
+    let (dir, expected) = quantized_table();
+    let indices = write_indices(&dir, "ids.npy", "<i8", &[2], &[2, -3]);
+    let args = [
+        "run",
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "4",
+        "--block-size",
+        "16",
+        &path(&dir, "data.npy"),
+        &indices,
+        &path(&dir, "scales.npy"),
+        &path(&dir, "zp.npy"),
+        "-o",
+        &path(&dir, "out.npy"),
+        "--check",
+    ];
+    let out = ok(&args);
+    assert!(out.starts_with("wrote "), "{out}");
+    let (header, bytes) = read_npy(&dir.path().join("out.npy"));
+    assert!(
+        header.contains("'<f4'") && header.contains("(2, 32)"),
+        "{header}"
+    );
+    let want: Vec<f32> = [2, 0]
+        .iter()
+        .flat_map(|&r| (0..32).map(move |c| (r, c)))
+        .map(|(r, c)| expected(r, c))
+        .collect();
+    assert_eq!(bytes, le(&want, f32::to_le_bytes));
+
+    // Without the zero points: 8 for every block.
+    let args = [
+        "run",
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "4",
+        "--block-size",
+        "16",
+        &path(&dir, "data.npy"),
+        &indices,
+        &path(&dir, "scales.npy"),
+        "-o",
+        &path(&dir, "plain.npy"),
+        "--json",
+    ];
+    let json: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(json["shape"], serde_json::json!([2, 32]));
+    let (_, bytes) = read_npy(&dir.path().join("plain.npy"));
+    let first = f32::from_le_bytes(bytes[..4].try_into().unwrap());
+    assert_eq!(
+        first,
+        (2.0 - 8.0) * 1.5,
+        "row 2, column 0: q 2, zero point 8, scale 1.5"
+    );
+}
+
+#[test]
+fn run_gather_gguf_reads_q8_0_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two rows of one Q8_0 block: d = 0.5 and -2 (f16, little-endian), q = j - 16 and 16 - j.
+    let mut data = Vec::new();
+    for (d, sign) in [(0x3800u16, 1i32), (0xc000, -1)] {
+        data.extend_from_slice(&d.to_le_bytes());
+        data.extend((0..32).map(|j| (sign * (j - 16)) as i8 as u8));
+    }
+    fs::write(
+        dir.path().join("table.npy"),
+        npy("|u1", false, &[2, 34], &data),
+    )
+    .unwrap();
+    let indices = write_indices(&dir, "ids.npy", "<i8", &[1, 2], &[1, 0]);
+    let args = [
+        "run",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q8_0",
+        &path(&dir, "table.npy"),
+        &indices,
+        "-o",
+        &path(&dir, "rows.npy"),
+        "--check",
+    ];
+    ok(&args);
+    let (header, bytes) = read_npy(&dir.path().join("rows.npy"));
+    assert!(header.contains("(1, 2, 32)"), "{header}");
+    let row1: Vec<f32> = (0..32).map(|j| (16 - j) as f32 * -2.0).collect();
+    let row0: Vec<f32> = (0..32).map(|j| (j - 16) as f32 * 0.5).collect();
+    assert_eq!(bytes, le(&[row1, row0].concat(), f32::to_le_bytes));
+}
+
+#[test]
+fn quantized_errors_are_one_line_and_write_nothing() {
+    let (dir, _) = quantized_table();
+    let indices = write_indices(&dir, "ids.npy", "<i8", &[1], &[3]);
+    let data = path(&dir, "data.npy");
+    let scales = path(&dir, "scales.npy");
+    let out = path(&dir, "out.npy");
+    let run = |extra: &[&str], files: &[&str]| {
+        let mut args = vec!["run", "--op", "gather-block-quantized"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(files);
+        args.extend_from_slice(&["-o", &out]);
+        usage_error(&args)
+    };
+    let good = ["--bits", "4", "--block-size", "16"];
+    assert_eq!(
+        run(&good, &[&data, &indices, &scales]),
+        "error: GatherBlockQuantized: index 3 at position [0] of indices is out of range for data dim 0 of size 3"
+    );
+    let ok_indices = write_indices(&dir, "ok.npy", "<i8", &[1], &[1]);
+    assert_eq!(
+        run(
+            &["--bits", "4", "--block-size", "24"],
+            &[&data, &ok_indices, &scales]
+        ),
+        "error: GatherBlockQuantized: block_size must be a power of two of at least 16, not 24"
+    );
+    assert_eq!(
+        run(
+            &["--bits", "4", "--block-size", "32"],
+            &[&data, &ok_indices, &scales]
+        ),
+        format!("error: {scales}: scales of shape [3, 2] do not fit the data: expected [3, 1]")
+    );
+    assert_eq!(
+        run(
+            &["--bits", "3", "--block-size", "16"],
+            &[&data, &ok_indices, &scales]
+        ),
+        "error: GatherBlockQuantized: bits must be 4 or 8, not 3"
+    );
+    assert_eq!(
+        run(&good, &[&data, &ok_indices]),
+        "error: SCALES is required with --op gather-block-quantized"
+    );
+    assert_eq!(
+        run(&["--block-size", "16"], &[&data, &ok_indices, &scales]),
+        "error: --bits is required with --op gather-block-quantized (4 or 8)"
+    );
+    assert!(
+        run(
+            &["--bits", "4", "--block-size", "16", "--axis", "1"],
+            &[&data, &ok_indices, &scales]
+        )
+        .contains("--axis does not apply to --op gather-block-quantized")
+    );
+    // A truncated GGUF row: 33 bytes is not whole 34-byte Q8_0 blocks.
+    fs::write(
+        dir.path().join("short.npy"),
+        npy("|u1", false, &[2, 33], &[0; 66]),
+    )
+    .unwrap();
+    let short = path(&dir, "short.npy");
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q8_0",
+        &short,
+        &ok_indices,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("whole q8_0 blocks (34 bytes each)"), "{line}");
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q5_1",
+        &short,
+        &ok_indices,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("q4_0 or q8_0"), "{line}");
+    // Scales given to an op without them.
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather",
+        &data,
+        &ok_indices,
+        &scales,
+        "-o",
+        &out,
+    ]);
+    assert!(line.contains("gather-block-quantized only"), "{line}");
+    assert!(!dir.path().join("out.npy").exists());
+}
+
+#[test]
+fn explain_and_bench_take_the_quantized_ops() {
+    let q1 = [
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "4",
+        "--block-size",
+        "32",
+        "--data-shape",
+        "64x4096",
+        "--indices-shape",
+        "1x4",
+    ];
+    let text = ok(&[&["explain"], &q1[..]].concat());
+    assert!(
+        text.contains("uint8 [64, 2048] (logical [64, 4096])"),
+        "{text}"
+    );
+    assert!(text.contains("scales        f32 [64, 128]"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(
+            &[&["explain"], &q1[..], &["--json", "--zero-points"]].concat()
+        ))
+        .unwrap();
+    assert_eq!(json["zero_points_bytes_shape"], serde_json::json!([64, 64]));
+    assert_eq!(json["output_shape"], serde_json::json!([1, 4, 4096]));
+    let bench: serde_json::Value =
+        serde_json::from_str(&ok(
+            &[&["bench"], &q1[..], &["--json", "--time-ms", "5"]].concat()
+        ))
+        .unwrap();
+    assert_eq!(bench["output_shape"], serde_json::json!([1, 4, 4096]));
+    assert!(
+        bench["median_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+        "{bench}"
+    );
+    assert!(
+        bench["memcpy_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+        "{bench}"
+    );
+    let gguf = [
+        "bench",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q4_0",
+        "--data-shape",
+        "64x256",
+        "--indices-shape",
+        "8",
+        "--time-ms",
+        "5",
+    ];
+    let text = ok(&gguf);
+    assert!(text.contains("jit / memcpy"), "{text}");
+    let line = usage_error(&[
+        "bench",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q4_0",
+        "--data-shape",
+        "64x100",
+        "--indices-shape",
+        "8",
+    ]);
+    assert_eq!(
+        line,
+        "error: GatherGGUF: a row of 100 values is not a whole number of 32-value q4_0 blocks"
+    );
+}
