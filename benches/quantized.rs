@@ -7,21 +7,16 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gather_jit::{BlockQuantization, GgufFormat, QuantizedKernel, QuantizedSignature};
+use gather_jit_workloads::XorShift;
 
 const ROWS: usize = 32000;
 const ROW_LEN: usize = 4096;
 
-/// Deterministic bytes (a xorshift), so runs compare.
+/// Deterministic bytes, so runs compare.
 fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut bytes = vec![0; len];
+    XorShift::new(seed).fill(&mut bytes);
+    bytes
 }
 
 fn indices(count: usize) -> Vec<u8> {

@@ -9,6 +9,7 @@ use gather_jit::{
     BlockQuantization, DType, Error, GgufFormat, IndexPolicy, IndexType, NegativeIndices,
     OutOfRange, Quantization, QuantizedKernel, QuantizedSignature, interpret_quantized,
 };
+use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 use ndarray::Array;
 use proptest::prelude::*;
@@ -595,15 +596,9 @@ fn gguf_case() -> impl Strategy<Value = Case> {
 
 /// Deterministic pseudo-random bytes.
 fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut bytes = vec![0; len];
+    XorShift::new(seed).fill(&mut bytes);
+    bytes
 }
 
 /// Inputs for `case`: random data, finite scales (every float pattern but NaN/inf), indices

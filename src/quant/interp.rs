@@ -27,41 +27,7 @@ pub fn interpret_quantized(
     zero_points: Option<&[u8]>,
 ) -> Result<Vec<u8>> {
     let sig = layout.signature();
-    let check = |what: &'static str, actual: usize, expected: usize| {
-        if actual == expected {
-            Ok(())
-        } else {
-            Err(Error::BufferMismatch {
-                what,
-                expected: format!("{expected} bytes"),
-                actual: format!("{actual} bytes"),
-            })
-        }
-    };
-    check("data", data.len(), layout.data_bytes)?;
-    check("indices", indices.len(), layout.indices_bytes)?;
-    check("scales", scales.len(), layout.scales_bytes)?;
-    let zero_points = match (zero_points, layout.has_zero_points()) {
-        (Some(zp), true) => {
-            check("zero_points", zp.len(), layout.zero_points_bytes)?;
-            Some(zp)
-        }
-        (None, false) => None,
-        (Some(_), false) => {
-            return Err(Error::BufferMismatch {
-                what: "zero_points",
-                expected: "none (the signature has no zero points)".into(),
-                actual: "a buffer".into(),
-            });
-        }
-        (None, true) => {
-            return Err(Error::BufferMismatch {
-                what: "zero_points",
-                expected: format!("{} bytes", layout.zero_points_bytes),
-                actual: "none".into(),
-            });
-        }
-    };
+    let zero_points = layout.check_buffers(data, indices, scales, zero_points)?;
     let mut output = Vec::new();
     output
         .try_reserve_exact(layout.output_bytes)

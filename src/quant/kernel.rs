@@ -218,31 +218,10 @@ impl QuantizedKernel {
         output: &mut [u8],
     ) -> Result<()> {
         let l = &self.layout;
-        check_len("data", data.len(), l.data_bytes)?;
-        check_len("indices", indices.len(), l.indices_bytes)?;
-        check_len("scales", scales.len(), l.scales_bytes)?;
         check_len("output", output.len(), l.output_bytes)?;
-        let zero_points = match (zero_points, l.has_zero_points()) {
-            (Some(zp), true) => {
-                check_len("zero_points", zp.len(), l.zero_points_bytes)?;
-                zp.as_ptr()
-            }
-            (None, false) => std::ptr::null(),
-            (Some(_), false) => {
-                return Err(Error::BufferMismatch {
-                    what: "zero_points",
-                    expected: "none (the signature has no zero points)".into(),
-                    actual: "a buffer".into(),
-                });
-            }
-            (None, true) => {
-                return Err(Error::BufferMismatch {
-                    what: "zero_points",
-                    expected: format!("{} bytes", l.zero_points_bytes),
-                    actual: "none".into(),
-                });
-            }
-        };
+        let zero_points = l
+            .check_buffers(data, indices, scales, zero_points)?
+            .map_or(std::ptr::null(), <[u8]>::as_ptr);
         // SAFETY: every length is the layout's (checked above), a null `zero_points` is never
         // read (the signature has none), and `output` is a unique borrow.
         unsafe {

@@ -478,6 +478,48 @@ impl QuantizedLayout {
         (last, bytes)
     }
 
+    /// Checks the buffers' lengths against this layout; returns the zero points, given
+    /// exactly when the signature has them.
+    pub(crate) fn check_buffers<'z>(
+        &self,
+        data: &[u8],
+        indices: &[u8],
+        scales: &[u8],
+        zero_points: Option<&'z [u8]>,
+    ) -> Result<Option<&'z [u8]>> {
+        let check = |what: &'static str, actual: usize, expected: usize| {
+            if actual == expected {
+                Ok(())
+            } else {
+                Err(Error::BufferMismatch {
+                    what,
+                    expected: format!("{expected} bytes"),
+                    actual: format!("{actual} bytes"),
+                })
+            }
+        };
+        check("data", data.len(), self.data_bytes)?;
+        check("indices", indices.len(), self.indices_bytes)?;
+        check("scales", scales.len(), self.scales_bytes)?;
+        match (zero_points, self.has_zero_points()) {
+            (Some(zp), true) => {
+                check("zero_points", zp.len(), self.zero_points_bytes)?;
+                Ok(Some(zp))
+            }
+            (None, false) => Ok(None),
+            (Some(_), false) => Err(Error::BufferMismatch {
+                what: "zero_points",
+                expected: "none (the signature has no zero points)".into(),
+                actual: "a buffer".into(),
+            }),
+            (None, true) => Err(Error::BufferMismatch {
+                what: "zero_points",
+                expected: format!("{} bytes", self.zero_points_bytes),
+                actual: "none".into(),
+            }),
+        }
+    }
+
     /// Number of indices.
     pub(crate) fn index_count(&self) -> usize {
         self.signature.indices_shape.iter().product()
