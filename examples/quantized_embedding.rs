@@ -13,7 +13,7 @@ fn main() -> Result<(), Error> {
     // Value (row, column) is (q - 8) * scale with q = (row + column) % 16 and one scale per
     // block: 0.5 for even rows, 0.25 for odd ones.
     let q = |row: usize, column: usize| ((row + column) % 16) as u8;
-    let scale = |row: usize| if row % 2 == 0 { 0.5f32 } else { 0.25 };
+    let scale = |row: usize| if row.is_multiple_of(2) { 0.5f32 } else { 0.25 };
     // Two 4-bit values a byte along the row, the even column in the low nibble.
     let data = Array2::from_shape_fn((vocabulary, width / 2), |(row, byte)| {
         q(row, 2 * byte) | (q(row, 2 * byte + 1) << 4)
