@@ -31,6 +31,13 @@
 //!
 //! Ranks reach past [`MAX_RANK`] (a structured rank byte of `0xF6` or more gives ranks
 //! 60..=69 of mostly unit dims, so GatherND index tuples up to the limit's depth run).
+//!
+//! 11. An input whose first byte is [`quantized::SELECTOR`] (`0xC0`) or more is a quantized
+//!     gather instead (`GatherBlockQuantized` or GGUF rows): [`quantized`] decodes and checks
+//!     it against `interpret_quantized` the same way (validation errors, `run_bytes`, the raw
+//!     `call` misaligned and at guard pages, the typed `run` on views, wrong lengths and
+//!     types). The gathers' first bytes are below it (the kept corpus's were moved there, to
+//!     the value with the same meaning).
 
 use gather_jit::interp::interpret;
 use std::sync::Arc;
@@ -40,6 +47,9 @@ use gather_jit::{
     NegativeIndices, Op, OutOfRange, Signature, Tuning,
 };
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
+
+#[path = "quantized.rs"]
+pub mod quantized;
 
 /// Cases whose tensors are bigger than this (elements) are compiled but not run, to keep the
 /// interpreter (one allocation per element) fast.
@@ -137,8 +147,10 @@ fn flavors_for(op: &Op) -> Vec<Flavor> {
         .collect()
 }
 
-/// Decodes a case; never panics. A signature that is invalid, or valid but too big to run
-/// ([`MAX_ELEMENTS`]), gets no data or indices: [`Case::check`] only compiles it.
+/// Decodes a gather case; never panics. A signature that is invalid, or valid but too big to
+/// run ([`MAX_ELEMENTS`]), gets no data or indices: [`Case::check`] only compiles it. (Only the
+/// first byte's high bit and its value modulo 3 count, so [`check`] leaves the values from
+/// [`quantized::SELECTOR`] on to quantized cases.)
 pub fn decode(bytes: &[u8]) -> Case {
     let mut r = Reader { bytes, pos: 0 };
     let op_byte = r.byte();
@@ -398,10 +410,15 @@ pub fn gather_batch_dims(flavor: Flavor, b: usize, indices_rank: usize, negative
     }
 }
 
-/// Decodes `bytes` and checks the case; panics (with a replayable description) on any
-/// disagreement between the JIT and the interpreter.
+/// Decodes `bytes` and checks the case (a quantized one from [`quantized::SELECTOR`] on, else
+/// a gather); panics (with a replayable description) on any disagreement between the JIT and
+/// the interpreter.
 pub fn check(bytes: &[u8]) {
-    decode(bytes).check();
+    if quantized::is_quantized(bytes) {
+        quantized::decode(bytes).check();
+    } else {
+        decode(bytes).check();
+    }
 }
 
 impl Case {
