@@ -1,6 +1,7 @@
 //! `gather-jit model`: an ONNX model through tract with JIT-backed gathers (the
 //! `gather-jit-tract` integration), or with tract's own ops, or both compared.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -254,6 +255,51 @@ fn time(plan: &TypedSimplePlan<TypedModel>, inputs: &TVec<TValue>, how: &str) ->
     Ok(times[times.len() / 2])
 }
 
+/// The median time of each gather node (by name) over runs of `plan`, each node timed around
+/// its own evaluation, for as many runs as fit in half a second (at least 5).
+fn gather_node_times(
+    plan: &TypedSimplePlan<TypedModel>,
+    inputs: &TVec<TValue>,
+    how: &str,
+) -> Result<BTreeMap<String, Duration>> {
+    let mut times: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+    let started = Instant::now();
+    let mut runs = 0;
+    while runs < 5 || (started.elapsed() < Duration::from_millis(500) && runs < 10_000) {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut state = SimpleState::new(plan)?;
+            state.run_plan_with_eval(inputs.clone(), |session, op_state, node, input| {
+                let at = Instant::now();
+                let outputs = tract_onnx::tract_core::plan::eval(session, op_state, node, input);
+                if node.op().name().contains("Gather") {
+                    times
+                        .entry(node.name.clone())
+                        .or_default()
+                        .push(at.elapsed());
+                }
+                outputs
+            })
+        }));
+        std::panic::set_hook(hook);
+        match run {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(Failure::usage(format!("{how}: {e:#}"))),
+            Err(_) => return Err(Failure::usage(format!("{how} panicked"))),
+        }
+        runs += 1;
+    }
+    Ok(times
+        .into_iter()
+        .map(|(name, mut t)| {
+            t.sort();
+            let median = t[t.len() / 2];
+            (name, median)
+        })
+        .collect())
+}
+
 /// The names of the model's outputs, for the files they are written to.
 fn output_names(model: &TypedModel) -> Result<Vec<String>> {
     let outlets = model.output_outlets().map_err(Failure::usage)?;
@@ -342,10 +388,32 @@ pub fn main(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         } else {
             (mine, theirs)
         };
+        let mine_nodes = gather_node_times(&loaded.plan, &inputs, first)?;
+        let theirs_nodes = gather_node_times(&other.plan, &inputs, "the other run")?;
+        let (jit_nodes, native_nodes) = if args.native {
+            (theirs_nodes, mine_nodes)
+        } else {
+            (mine_nodes, theirs_nodes)
+        };
+        let mut names: Vec<&String> = jit_nodes.keys().chain(native_nodes.keys()).collect();
+        names.sort();
+        names.dedup();
+        let nodes: Vec<_> = names
+            .into_iter()
+            .map(|name| {
+                let ns = |t: Option<&Duration>| t.map(|t| t.as_nanos() as u64);
+                json!({
+                    "node": name,
+                    "gather_jit_ns": ns(jit_nodes.get(name)),
+                    "tract_native_ns": ns(native_nodes.get(name)),
+                })
+            })
+            .collect();
         report["bench"] = json!({
             "gather_jit_ns": jit.as_nanos() as u64,
             "tract_native_ns": native.as_nanos() as u64,
             "ratio": jit.as_secs_f64() / native.as_secs_f64(),
+            "gather_nodes": nodes,
         });
     }
     if let Some(dir) = &args.output_dir {
@@ -381,6 +449,23 @@ pub fn main(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             bench["tract_native_ns"],
             bench["ratio"].as_f64().unwrap_or(f64::NAN)
         );
+        let nodes = bench["gather_nodes"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        for node in nodes {
+            let time = |key: &str| {
+                node[key]
+                    .as_u64()
+                    .map_or("-".to_string(), |ns| format!("{ns} ns"))
+            };
+            outln!(
+                out,
+                "  {}: gather-jit {}, tract's own {} (median per run)",
+                node["node"].as_str().unwrap_or("?"),
+                time("gather_jit_ns"),
+                time("tract_native_ns")
+            );
+        }
     }
     Ok(())
 }

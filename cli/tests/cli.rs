@@ -2173,3 +2173,32 @@ fn explain_and_bench_take_the_quantized_ops() {
         "error: GatherGGUF: a row of 100 values is not a whole number of 32-value q4_0 blocks"
     );
 }
+
+/// `--bench` times the whole model and each gather node, both ways, by node name.
+#[cfg(feature = "model")]
+#[test]
+fn model_bench_times_each_gather_node_both_ways() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../integrations/tract/tests/models/bert_embeddings/model.onnx");
+    let json = ok(&["model", model.to_str().expect("utf-8"), "--bench", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+    let nodes = report["bench"]["gather_nodes"]
+        .as_array()
+        .expect("gather_nodes");
+    let mut names: Vec<&str> = nodes
+        .iter()
+        .map(|n| n["node"].as_str().expect("name"))
+        .collect();
+    names.sort();
+    // The three embedding tables of the BERT-style model (word, position, token type).
+    assert_eq!(names, ["pos", "tt", "word"], "{json}");
+    for node in nodes {
+        for way in ["gather_jit_ns", "tract_native_ns"] {
+            assert!(node[way].as_u64().is_some_and(|ns| ns > 0), "{way}: {json}");
+        }
+    }
+    assert!(
+        report["bench"]["ratio"].as_f64().is_some_and(|r| r > 0.0),
+        "{json}"
+    );
+}
