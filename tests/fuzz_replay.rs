@@ -302,7 +302,7 @@ fn fuzz_quantized_unviewable_input_passes() {
     case::check(&QUANTIZED_UNVIEWABLE_INPUT);
 }
 
-/// Fuzz finding (issue 24's run; open, see `quantized_run_of_a_valid_empty_output_*`):
+/// Fuzz finding (issue 24's run; fixed, see `quantized_run_of_a_valid_empty_output_*`):
 /// `GatherBlockQuantized(gather_axis=-2, quantize_axis=0, block_size=2^63, bits=8)` on bf16
 /// scales, data `[0, 1, 1, 2^62]`, u16 indices `[5, 5]`. Valid, and `run_bytes` gives the
 /// interpreter's empty output, but the typed `run` fails with `BufferMismatch { what:
@@ -314,8 +314,6 @@ const QUANTIZED_EMPTY_OUTPUT_INPUT: [u8; 27] = [
 ];
 
 #[test]
-#[ignore = "open finding for src/quant (issue 24): the quantized size checks count a zero dim \
-            as 0, the gathers' as 1"]
 fn fuzz_quantized_empty_output_input_passes() {
     case::check(&QUANTIZED_EMPTY_OUTPUT_INPUT);
 }
@@ -328,8 +326,6 @@ fn fuzz_quantized_empty_output_input_passes() {
 /// shapes. Here the output `[0, 2, 2^62]` of f32 is valid, and `run` on valid views (data
 /// `[0, 1, 2^62]`, scales `[0, 1, 2^58]`, two zero indices) cannot return it.
 #[test]
-#[ignore = "open finding for src/quant (issue 24): the quantized size checks count a zero dim \
-            as 0, the gathers' as 1"]
 fn quantized_run_of_a_valid_empty_output_with_huge_dims() {
     use gather_jit::{
         BlockQuantization, DType, Error, QuantizedKernel, QuantizedSignature, Signature,
@@ -368,7 +364,7 @@ fn quantized_run_of_a_valid_empty_output_with_huge_dims() {
     assert!(out.is_ok(), "valid, but run fails: {out:?}");
 }
 
-/// Fuzz finding (issue 24's run; open, see the test below): `GatherBlockQuantized(gather_axis=4,
+/// Fuzz finding (issue 24's run; fixed, see the test below): `GatherBlockQuantized(gather_axis=4,
 /// quantize_axis=5, block_size=16, bits=4)` on data of rank 61, `[1, 1, 1, 1, 1, 0, 3, 3, ...,
 /// 2]` (the quantize axis empty, then dozens of dims of 3), a scalar i16 index, wrap/clamp. Valid
 /// (it has no bytes), and `QuantizedKernel::compile` panics with "attempt to multiply with
@@ -382,8 +378,6 @@ const QUANTIZED_DEEP_EMPTY_AXIS_INPUT: [u8; 74] = [
 ];
 
 #[test]
-#[ignore = "open finding for src/quant (issue 24): the quantized size checks count a zero dim \
-            as 0, the gathers' as 1"]
 fn fuzz_quantized_deep_empty_axis_input_passes() {
     case::check(&QUANTIZED_DEEP_EMPTY_AXIS_INPUT);
 }
@@ -395,8 +389,6 @@ fn fuzz_quantized_deep_empty_axis_input_passes() {
 /// `interpret_quantized` (`interp.rs`: the values after the gather axis), in every build with
 /// overflow checks (tests, the `checked` profile, fuzzing); release builds wrap silently.
 #[test]
-#[ignore = "open finding for src/quant (issue 24): the quantized size checks count a zero dim \
-            as 0, the gathers' as 1"]
 fn quantized_compile_of_an_empty_table_with_huge_dims_does_not_overflow() {
     use gather_jit::{
         BlockQuantization, Error, QuantizedKernel, QuantizedSignature, interpret_quantized,

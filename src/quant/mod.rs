@@ -351,11 +351,14 @@ impl QuantizedLayout {
                 max: MAX_RANK,
             });
         }
+        // A zero dim counts as 1 in the check, as for the other gathers (and as ndarray
+        // does): the kernel's loops multiply the other dims whatever their product is.
         let bytes = |what: &'static str, shape: &[usize], element: usize| -> Result<usize> {
             shape
                 .iter()
-                .try_fold(element, |n, &dim| n.checked_mul(dim))
+                .try_fold(element, |n, &dim| n.checked_mul(dim.max(1)))
                 .filter(|&n| n <= isize::MAX as usize)
+                .map(|_| element * shape.iter().product::<usize>())
                 .ok_or_else(|| Error::SizeOverflow {
                     what,
                     shape: shape.to_vec(),
