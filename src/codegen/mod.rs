@@ -73,9 +73,8 @@ thread_local! {
 /// Native code for one [`code_plan`] (one kernel, or several that share it) and the module
 /// that owns its memory.
 pub(crate) struct JitCode {
-    /// Owns the executable memory; only touched again in `Drop`. (`JITModule` is `Send` but
-    /// not `Sync`; the mutex makes `JitCode` shareable without ever being locked on a call.)
-    module: Mutex<Option<JITModule>>,
+    /// Owns the executable memory that `entry` points into.
+    _memory: ModuleMemory,
     entry: KernelFn,
     code_bytes: usize,
     /// The code issues non-temporal stores, which need a fence before others read the output.
@@ -147,7 +146,7 @@ impl JitCode {
         // lives, and `module` lives as long as this `JitCode`.
         let entry = unsafe { std::mem::transmute::<*const u8, KernelFn>(pointer) };
         Ok(JitCode {
-            module: Mutex::new(Some(module)),
+            _memory: ModuleMemory::new(module),
             entry,
             code_bytes,
             streaming: plan.lookup.streaming,
@@ -197,15 +196,29 @@ impl JitCode {
     }
 }
 
-impl Drop for JitCode {
+/// A finalized JIT module: its executable memory lives as long as this value. The owner keeps
+/// the only pointers into the code beside it, and hands them out only borrowed from itself.
+/// (`JITModule` is `Send` but not `Sync`; the mutex makes the owner shareable without ever
+/// being locked on a call.)
+pub(crate) struct ModuleMemory(Mutex<Option<JITModule>>);
+
+impl ModuleMemory {
+    /// Takes ownership of `module`'s memory.
+    pub(crate) fn new(module: JITModule) -> ModuleMemory {
+        ModuleMemory(Mutex::new(Some(module)))
+    }
+}
+
+impl Drop for ModuleMemory {
     fn drop(&mut self) {
-        let module = match self.module.get_mut() {
+        let module = match self.0.get_mut() {
             Ok(module) => module.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
         if let Some(module) = module {
-            // SAFETY: the only pointer into this module's code is `self.entry`, which dies with
-            // `self`; no call can be running, since calls borrow `self`.
+            // SAFETY: the pointers into this module's code live in the value that owns this
+            // one (a `JitCode` or a `QuantizedKernel`) and die with it; no call can be running,
+            // since calls borrow that owner.
             unsafe { module.free_memory() };
         }
     }

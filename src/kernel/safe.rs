@@ -151,7 +151,7 @@ pub(crate) fn contiguous<'a, T: Copy, D: Dimension>(
     Ok(Cow::Owned(copy))
 }
 
-fn check_len(what: &'static str, actual: usize, expected: u64) -> Result<()> {
+pub(crate) fn check_len(what: &'static str, actual: usize, expected: u64) -> Result<()> {
     if actual as u64 != expected {
         return Err(Error::BufferMismatch {
             what,

@@ -13,11 +13,12 @@ use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 use rustc_hash::FxHashMap;
 
 use super::{BlockQuantization, GgufFormat, QuantizedLayout, QuantizedSignature, lower};
+use crate::codegen::ModuleMemory;
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::ir::OutOfRange;
 use crate::ir::{DType, unravel};
-use crate::kernel::safe::{check_shape, contiguous};
+use crate::kernel::safe::{check_len, check_shape, contiguous};
 use crate::{Element, IndexElement, IndexType};
 
 /// The C signature of a quantized kernel:
@@ -39,8 +40,8 @@ extern "C" fn f16_bits(value: f32) -> u32 {
 /// `Send + Sync`: call it from many threads at once. The code is freed with the kernel.
 pub struct QuantizedKernel {
     layout: QuantizedLayout,
-    /// Owns the executable memory; only touched again in `Drop`.
-    module: Mutex<Option<JITModule>>,
+    /// Owns the executable memory that `entry` points into.
+    _memory: ModuleMemory,
     entry: QuantizedFn,
     code_bytes: usize,
     compile_time: Duration,
@@ -115,7 +116,7 @@ impl QuantizedKernel {
         let entry = unsafe { std::mem::transmute::<*const u8, QuantizedFn>(pointer) };
         Ok(QuantizedKernel {
             layout,
-            module: Mutex::new(Some(module)),
+            _memory: ModuleMemory::new(module),
             entry,
             code_bytes,
             compile_time: started.elapsed(),
@@ -218,7 +219,7 @@ impl QuantizedKernel {
         output: &mut [u8],
     ) -> Result<()> {
         let l = &self.layout;
-        check_len("output", output.len(), l.output_bytes)?;
+        check_len("output", output.len(), l.output_bytes as u64)?;
         let zero_points = l
             .check_buffers(data, indices, scales, zero_points)?
             .map_or(std::ptr::null(), <[u8]>::as_ptr);
@@ -329,36 +330,11 @@ impl QuantizedKernel {
     }
 }
 
-impl Drop for QuantizedKernel {
-    fn drop(&mut self) {
-        let module = match self.module.get_mut() {
-            Ok(module) => module.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        if let Some(module) = module {
-            // SAFETY: the only pointer into this module's code is `self.entry`, which dies
-            // with `self`; no call can be running, since calls borrow `self`.
-            unsafe { module.free_memory() };
-        }
-    }
-}
-
 /// The bytes of a slice of plain values.
 fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     // SAFETY: any initialised `T: Copy` from this crate's `Element`/`IndexElement` impls (or
     // `u8`) is plain bytes without padding (their contracts); the length covers the slice.
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
-}
-
-fn check_len(what: &'static str, actual: usize, expected: usize) -> Result<()> {
-    if actual != expected {
-        return Err(Error::BufferMismatch {
-            what,
-            expected: format!("{expected} bytes"),
-            actual: format!("{actual} bytes"),
-        });
-    }
-    Ok(())
 }
 
 /// The quantized kernel for `signature`, from a process-wide cache keyed by the whole
