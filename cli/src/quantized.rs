@@ -269,17 +269,7 @@ fn random_inputs(layout: &QuantizedLayout, seed: u64) -> Result<Inputs> {
     } else {
         None
     };
-    let axis = match sig.quantization {
-        Quantization::Block(q) => {
-            let rank = sig.data_shape.len() as i64;
-            (if q.gather_axis < 0 {
-                q.gather_axis + rank
-            } else {
-                q.gather_axis
-            }) as usize
-        }
-        Quantization::Gguf(_) => 0,
-    };
+    let axis = layout.gather_axis();
     let dim = sig.data_shape[axis] as u64;
     let count: usize = sig.indices_shape.iter().product();
     let mut indices = buffer::zeroed(layout.indices_bytes(), "the indices")?;

@@ -420,6 +420,11 @@ impl QuantizedLayout {
         &self.output_shape
     }
 
+    /// The gather axis, resolved (0 for GGUF).
+    pub fn gather_axis(&self) -> usize {
+        self.gather_axis
+    }
+
     /// Bytes of the stored data.
     pub fn data_bytes(&self) -> usize {
         self.data_bytes
