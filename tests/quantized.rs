@@ -726,3 +726,137 @@ fn a_prefill_sized_output_matches_the_interpreter() {
         jit_matches_interpreter(&case).expect("agrees");
     }
 }
+
+/// Runs `f` on a thread of its own and fails the test if it has not returned within `limit`
+/// (the thread is left spinning; the test binary exits when the tests end).
+fn within<T: Send + 'static>(
+    limit: std::time::Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(f());
+    });
+    receive
+        .recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what} did not return within {limit:?}"))
+}
+
+/// Issue 28's reproducer: data `[1, 2^60, 0]` (no bytes), a scalar index, scales
+/// `[1, 2^56, 0]`. The kernel looped over the 2^60 dim for an output of no bytes.
+#[test]
+fn an_empty_output_costs_nothing_whatever_the_other_dims() {
+    let big = 1usize << 60;
+    let block = |gather_axis, quantize_axis| BlockQuantization {
+        gather_axis,
+        quantize_axis,
+        block_size: 16,
+        bits: 8,
+        zero_points: false,
+    };
+    let index = |value: i64| value.to_ne_bytes().to_vec();
+    // (data, gather axis, quantize axis, index, expected error value or none)
+    let cases: [(&[usize], i64, i64, i64, Option<i128>); 5] = [
+        (&[1, big, 0], 0, 1, 0, None),
+        (&[1, big, 0], 0, 1, 3, Some(3)),
+        (&[1, big, 0], 1, 1, (big - 1) as i64, None),
+        (&[big, 2, 0], 1, 0, -3, Some(-3)),
+        (&[0, big >> 4, 16], 1, 2, 5, None),
+    ];
+    for (data_shape, g, q, value, bad) in cases {
+        let sig = QuantizedSignature::block_quantized(data_shape, &[], block(g, q));
+        let layout = sig.validate().expect("valid: every buffer is empty");
+        assert_eq!(layout.output_bytes(), 0, "{sig}");
+        let scales = vec![0u8; layout.scales_bytes()];
+        let kernel = QuantizedKernel::compile(&sig).expect("compiles");
+        let idx = index(value);
+        let (idx2, scales2) = (idx.clone(), scales.clone());
+        let got = within(
+            std::time::Duration::from_secs(10),
+            &sig.to_string(),
+            move || kernel.run_bytes(&[], &idx2, &scales2, None, &mut []),
+        );
+        let want = interpret_quantized(&layout, &[], &idx, &scales, None).map(|_| ());
+        assert_eq!(got, want, "{sig}");
+        match bad {
+            None => assert_eq!(got, Ok(()), "{sig}"),
+            Some(bad) => assert!(
+                matches!(got, Err(Error::IndexOutOfRange { value, .. }) if value == bad),
+                "{sig}: {got:?}"
+            ),
+        }
+    }
+}
+
+/// With an empty output, each index is checked once, as the plain gathers do (the dims before
+/// the gather axis may be empty too); under `Zero` none is; under `Clamp` an index into an
+/// empty dim is an error.
+#[test]
+fn empty_outputs_check_each_index_once_as_the_other_gathers_do() {
+    let policies = [
+        (NegativeIndices::Wrap, OutOfRange::Error),
+        (NegativeIndices::Invalid, OutOfRange::Error),
+        (NegativeIndices::Wrap, OutOfRange::Zero),
+        (NegativeIndices::Wrap, OutOfRange::Clamp),
+    ];
+    // (logical data, gather axis, indices)
+    let shapes: [(&[usize], i64, &[usize]); 5] = [
+        (&[0, 4, 32], 1, &[2, 3]),
+        (&[3, 0, 32], 1, &[2]),
+        (&[3, 4, 0], 0, &[3]),
+        (&[2, 4, 0], 1, &[2, 2]),
+        (&[0, 32], 0, &[3]),
+    ];
+    for (data_shape, g, indices_shape) in shapes {
+        for (negative, out_of_range) in policies {
+            let policy = IndexPolicy {
+                negative,
+                out_of_range,
+            };
+            let sig = QuantizedSignature::block_quantized(
+                data_shape,
+                indices_shape,
+                BlockQuantization {
+                    gather_axis: g,
+                    quantize_axis: data_shape.len() as i64 - 1,
+                    block_size: 16,
+                    bits: 8,
+                    zero_points: false,
+                },
+            )
+            .with_policy(policy);
+            let layout = sig.validate().expect("valid");
+            let count: usize = indices_shape.iter().product();
+            // One negative index and one past the end, after a good one.
+            let values: Vec<i64> = (0..count as i64)
+                .map(|i| [0, -1, 9][i as usize % 3])
+                .collect();
+            let idx: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let scales = vec![0u8; layout.scales_bytes()];
+            let data = vec![0u8; layout.data_bytes()];
+            let mut out = vec![0u8; layout.output_bytes()];
+            let kernel = QuantizedKernel::compile(&sig).expect("compiles");
+            let got = kernel.run_bytes(&data, &idx, &scales, None, &mut out);
+            let want = interpret_quantized(&layout, &data, &idx, &scales, None).map(|_| ());
+            assert_eq!(got, want, "{sig}");
+            // The plain Gather on the same shapes reports the same index (or none).
+            let plain = gather_jit::Signature::gather(data_shape, indices_shape, g, 0)
+                .with_dtype(DType::F32)
+                .with_index_type(IndexType::I64)
+                .with_policy(policy)
+                .validate()
+                .expect("valid");
+            let plain_data = vec![0u8; plain.data_len() * 4];
+            let expected = gather_jit::interp::interpret(&plain, &plain_data, &idx).map(|_| ());
+            let position = |r: &gather_jit::Result<_>| match r {
+                Err(Error::IndexOutOfRange {
+                    position, value, ..
+                }) => Some((position.clone(), *value)),
+                _ => None,
+            };
+            assert_eq!(position(&got), position(&expected), "{sig}");
+            assert_eq!(got.is_ok(), expected.is_ok(), "{sig}");
+        }
+    }
+}

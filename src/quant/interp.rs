@@ -12,7 +12,9 @@ use crate::ir::{DType, OutOfRange, unravel};
 /// them, `zero_points`.
 ///
 /// Indices are resolved in row-major order, once for each position of the dims before the
-/// gather axis (none are read when one of those is 0), as the kernels do.
+/// gather axis, as the kernels do. When the output is empty each index is checked once instead,
+/// as for the other gathers (see [`crate::interp`]): nothing is read from data then, whatever
+/// its other dims.
 ///
 /// # Errors
 /// [`Error::BufferMismatch`] if a buffer's length is not the layout's;
@@ -37,6 +39,10 @@ pub fn interpret_quantized(
         })?;
     let d = &sig.data_shape;
     let g = layout.gather_axis;
+    if layout.output_bytes == 0 {
+        check_each_index_once(layout, indices)?;
+        return Ok(output);
+    }
     let outer: usize = d[..g].iter().product();
     let inner: usize = d[g + 1..].iter().product();
     let element = sig.dtype.size();
@@ -48,14 +54,7 @@ pub fn interpret_quantized(
                     output.resize(output.len() + inner * element, 0);
                     continue;
                 }
-                let position = unravel(i, &sig.indices_shape);
-                return Err(Error::IndexOutOfRange {
-                    op: sig.op_name(),
-                    position,
-                    value: raw,
-                    data_dim: g,
-                    dim_size: d[g],
-                });
+                return Err(index_error(layout, i, raw));
             };
             for t in 0..inner {
                 let flat = (o * d[g] + row) * inner + t;
@@ -68,6 +67,36 @@ pub fn interpret_quantized(
         }
     }
     Ok(output)
+}
+
+/// The rule for an empty output: each index checked once, in row-major order, unless the
+/// policy zero-fills whatever is out of range (then nothing is checked).
+fn check_each_index_once(layout: &QuantizedLayout, indices: &[u8]) -> Result<()> {
+    let sig = layout.signature();
+    if sig.policy.out_of_range == OutOfRange::Zero {
+        return Ok(());
+    }
+    let dim = sig.data_shape[layout.gather_axis];
+    for i in 0..layout.index_count() {
+        let raw = sig.index_type.read(indices, i);
+        if sig.policy.resolve(raw, dim).is_none() {
+            return Err(index_error(layout, i, raw));
+        }
+    }
+    Ok(())
+}
+
+/// The error for index `i` (row-major), of value `raw`, which the policy rejects.
+fn index_error(layout: &QuantizedLayout, i: usize, raw: i128) -> Error {
+    let sig = layout.signature();
+    let g = layout.gather_axis;
+    Error::IndexOutOfRange {
+        op: sig.op_name(),
+        position: unravel(i, &sig.indices_shape),
+        value: raw,
+        data_dim: g,
+        dim_size: sig.data_shape[g],
+    }
 }
 
 /// The dequantized value of logical data element `flat` under block quantization.
