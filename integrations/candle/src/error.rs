@@ -15,7 +15,7 @@ pub(crate) fn msg(message: String) -> candle_core::Error {
 
 /// The error for a buffer of `bytes` bytes that could not be allocated (gather-jit's
 /// wording; its errors are made by gather-jit only).
-pub(crate) fn allocation(what: &'static str, bytes: usize) -> candle_core::Error {
+pub(crate) fn allocation(what: &str, bytes: usize) -> candle_core::Error {
     msg(format!("could not allocate {bytes} bytes for {what}"))
 }
 

@@ -274,9 +274,16 @@ impl JitGather {
         let index_type = signature.index_type;
         let maximum = index_type.max_value() as i128;
         let count = indices.len() / index_type.size();
+        // Eight bytes an index: more than `usize` holds for 1-byte indices past 2^61.
+        let wide_bytes = count.checked_mul(8).ok_or_else(|| {
+            msg(format!(
+                "could not allocate the indices as i64: {count} of them are more bytes than \
+                 fit in memory"
+            ))
+        })?;
         let mut wide: Vec<u8> = Vec::new();
-        wide.try_reserve_exact(count * 8)
-            .map_err(|_| crate::error::allocation("the indices as i64", count * 8))?;
+        wide.try_reserve_exact(wide_bytes)
+            .map_err(|_| crate::error::allocation("the indices as i64", wide_bytes))?;
         let depth = signature.indices_shape.last().copied().unwrap_or(1).max(1);
         for flat in 0..count {
             let value = index_type.read(indices, flat);
@@ -286,7 +293,11 @@ impl JitGather {
                 let (op, data_dim) = match self.kind {
                     Kind::IndexSelect { dim } | Kind::Take { dim } => (OpName::Gather, dim),
                     Kind::Gather { dim } => (OpName::GatherElements, dim),
-                    Kind::GatherNd { batch_dims } => (OpName::GatherNd, batch_dims + flat % depth),
+                    // Saturating: the attribute is not validated yet (a dim past data's
+                    // rank has size 0 below, so its index is the error either way).
+                    Kind::GatherNd { batch_dims } => {
+                        (OpName::GatherNd, batch_dims.saturating_add(flat % depth))
+                    }
                 };
                 let dim_size = signature.data_shape.get(data_dim).copied().unwrap_or(0);
                 if value < 0 || value >= dim_size as i128 {

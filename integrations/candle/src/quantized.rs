@@ -11,7 +11,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 use gather_jit::{DType, GgufFormat, IndexType, OpName, QuantizedKernel, jit_gather_gguf};
 
 use crate::error::{allocation, from_jit, index_out_of_range, msg};
-use crate::layout::contiguous;
+use crate::layout::{contiguous, element_count};
 use crate::op::unravel;
 
 /// The op's name in errors and in candle's custom-op machinery.
@@ -208,7 +208,8 @@ impl QuantizedEmbedding {
         let layout = gather_jit::QuantizedSignature::gguf(format, vocabulary, hidden_size, &[1])
             .validate()
             .map_err(from_jit)?;
-        let table_bytes = layout.data_bytes_shape().iter().product();
+        // gather-jit's size of the blocks, checked against `isize::MAX` by its validation.
+        let table_bytes = layout.data_bytes();
         Ok(QuantizedEmbedding {
             blocks: Arc::new(blocks),
             format,
@@ -307,15 +308,20 @@ impl QuantizedEmbedding {
                 table.len(),
             ));
         }
-        let count: usize = dims.iter().product();
+        // Checked: `dims` is the caller's shape, whose element count candle's `elem_count`
+        // wraps (`contiguous` refused such ids already; this keeps the pointer arithmetic
+        // below sound whoever calls).
         let id_bytes = index_type.size();
-        if ids.len() != count * id_bytes {
-            return Err(crate::error::buffer_mismatch(
-                "ids",
-                count * id_bytes,
-                ids.len(),
-            ));
+        let Some(expected) = element_count(dims).and_then(|count| count.checked_mul(id_bytes))
+        else {
+            return Err(msg(format!(
+                "{NAME}: ids of shape {dims:?} have more elements or bytes than fit in memory"
+            )));
+        };
+        if ids.len() != expected {
+            return Err(crate::error::buffer_mismatch("ids", expected, ids.len()));
         }
+        let count = expected / id_bytes;
         let values = count
             .checked_mul(self.hidden_size)
             .filter(|&v| v <= isize::MAX as usize / 4)
@@ -337,6 +343,7 @@ impl QuantizedEmbedding {
                 continue;
             }
             let kernel = self.kernel(row, index_type, log2)?;
+            // Within `ids`: the runs sum to `count`, whose ids are `ids.len()` bytes.
             let ids_run = &ids[done * id_bytes..(done + run) * id_bytes];
             // SAFETY: `table` is the table's whole blocks (checked above against the size that
             // gather-jit's layout gives this signature), `ids_run` holds the kernel's `run`

@@ -523,3 +523,69 @@ fn tables_without_rows_or_columns_still_check_the_ids() {
         }
     }
 }
+
+/// A Q8_0 embedding of 8 rows of 32 values, for the ids of the size tests.
+fn small_embedding() -> QuantizedEmbedding {
+    QuantizedEmbedding::new(quantized(8, 32, GgmlDType::Q8_0, 11)).expect("embedding")
+}
+
+#[test]
+fn broadcast_ids_past_usize_bytes_are_an_error_not_an_abort() {
+    let embedding = small_embedding();
+    // Each wraps to a few bytes: 4 * (2^62 + 1), 8 * (2^61 + 1), 2 * (2^63 + 1); and
+    // (2^32 + 1) * 2^32 u8 ids wrap to 2^32 elements before any size is taken.
+    for (dtype, dims) in [
+        (DType::U32, vec![(1usize << 62) + 1]),
+        (DType::I64, vec![(1 << 61) + 1]),
+        (DType::I16, vec![(1 << 63) + 1]),
+        (DType::U8, vec![(1 << 32) + 1, 1 << 32]),
+    ] {
+        let ids = Tensor::zeros(1, dtype, &cpu())
+            .and_then(|one| one.broadcast_as(dims.as_slice()))
+            .expect("a broadcast view");
+        let message = embedding
+            .forward(&ids)
+            .expect_err("ids past usize")
+            .to_string();
+        assert!(
+            message.starts_with("could not allocate a contiguous copy of ids of shape")
+                && message.ends_with("more elements or bytes than fit in memory"),
+            "{dtype:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn broadcast_ids_too_large_to_allocate_are_an_allocation_error() {
+    // 2^61 bytes: within isize::MAX, beyond any address space, so the reservation fails
+    // whatever the host's overcommit policy.
+    let ids = Tensor::zeros(1, DType::U8, &cpu())
+        .and_then(|one| one.broadcast_as(1usize << 61))
+        .expect("a broadcast view");
+    let error = small_embedding().forward(&ids).expect_err("2^61 bytes");
+    assert_eq!(
+        error.to_string(),
+        "could not allocate 2305843009213693952 bytes for a contiguous copy of ids"
+    );
+}
+
+#[test]
+fn ids_whose_element_count_wraps_in_candle_are_an_error_not_a_panic() {
+    // (2^62 + 1) * 4 ids wrap to 4 in candle's `elem_count`, the storage's length. A build of
+    // candle with overflow checks panics making the tensor: it cannot reach the op then.
+    let dims = [(1usize << 62) + 1, 4];
+    let made = std::panic::catch_unwind(|| Tensor::from_vec(vec![0u32; 4], &dims[..], &cpu()));
+    let Ok(ids) = made else {
+        return;
+    };
+    let ids = ids.expect("candle takes the wrapped count");
+    let message = small_embedding()
+        .forward(&ids)
+        .expect_err("ids past usize")
+        .to_string();
+    assert!(
+        message.starts_with("ids of shape")
+            && message.ends_with("more elements or bytes than fit in memory"),
+        "{message}"
+    );
+}
