@@ -756,8 +756,9 @@ fn an_empty_output_costs_nothing_whatever_the_other_dims() {
         zero_points: false,
     };
     let index = |value: i64| value.to_ne_bytes().to_vec();
-    // (data, gather axis, quantize axis, index, expected error value or none)
-    let cases: [(&[usize], i64, i64, i64, Option<i128>); 5] = [
+    /// Data, gather axis, quantize axis, the index, and the bad value reported (if any).
+    type Case<'a> = (&'a [usize], i64, i64, i64, Option<i128>);
+    let cases: [Case; 5] = [
         (&[1, big, 0], 0, 1, 0, None),
         (&[1, big, 0], 0, 1, 3, Some(3)),
         (&[1, big, 0], 1, 1, (big - 1) as i64, None),

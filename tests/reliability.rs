@@ -629,3 +629,120 @@ fn a_dropped_cache_returns_its_memory() {
         "RSS after the drop stays near the full cache's: {line}"
     );
 }
+
+/// A quantized signature per `i`, all distinct.
+fn distinct_quantized(i: usize) -> gather_jit::QuantizedSignature {
+    gather_jit::QuantizedSignature::gguf(gather_jit::GgufFormat::Q8_0, 2 + i, 32, &[1])
+}
+
+/// Issue 28: a thread that took kernels and then idles used to keep them (and their code)
+/// after the cache evicted them, capacity times the number of idle threads. Now an eviction
+/// empties every idle thread's view at once: once the cache holds only newer kernels, no
+/// evicted one is alive, for either op family, while the other thread still idles.
+#[test]
+fn an_idle_threads_view_lets_go_of_evicted_kernels() {
+    const CAPACITY: usize = 8;
+    let cache = Arc::new(KernelCache::new(CAPACITY));
+    let (taken, idle) = (mpsc::channel(), mpsc::channel::<()>());
+    let other = std::thread::spawn({
+        let cache = Arc::clone(&cache);
+        let (taken, idle) = (taken.0, idle.1);
+        move || {
+            for i in 0..CAPACITY {
+                // Twice: the second is a hit from this thread's view.
+                for _ in 0..2 {
+                    drop(cache.get(&distinct_signature(i)).expect("valid"));
+                    drop(cache.get_quantized(&distinct_quantized(i)).expect("valid"));
+                }
+            }
+            taken.send(()).expect("the test waits");
+            let _ = idle.recv();
+        }
+    });
+    taken.1.recv().expect("the thread took its kernels");
+    let gathers: Vec<_> = (0..CAPACITY)
+        .map(|i| Arc::downgrade(&cache.get(&distinct_signature(i)).expect("cached")))
+        .collect();
+    let quantized: Vec<_> = (0..CAPACITY)
+        .map(|i| Arc::downgrade(&cache.get_quantized(&distinct_quantized(i)).expect("cached")))
+        .collect();
+    for i in CAPACITY..2 * CAPACITY {
+        cache.get(&distinct_signature(i)).expect("valid");
+        cache.get_quantized(&distinct_quantized(i)).expect("valid");
+    }
+    let stats = cache.stats();
+    assert_eq!(stats.entries, 2 * CAPACITY, "{stats:?}");
+    let alive = gathers.iter().filter(|k| k.strong_count() > 0).count();
+    let alive_quantized = quantized.iter().filter(|k| k.strong_count() > 0).count();
+    idle.0.send(()).expect("the thread waits");
+    other.join().expect("the thread ends");
+    assert_eq!(
+        (alive, alive_quantized),
+        (0, 0),
+        "evicted kernels kept alive while a thread idles"
+    );
+}
+
+/// Issue 28: eight threads asking for one new quantized signature at once compiled it about
+/// eight times; the process-wide cache now counts it, once.
+#[test]
+fn a_quantized_signature_asked_for_by_many_threads_at_once_compiles_once() {
+    const THREADS: usize = 8;
+    for round in 0..4 {
+        let cache = KernelCache::new(16);
+        // A signature no other test compiles, new each round.
+        let signature = gather_jit::QuantizedSignature::gguf(
+            gather_jit::GgufFormat::Q4_0,
+            977 + round,
+            64,
+            &[3],
+        );
+        let barrier = Barrier::new(THREADS);
+        let kernels: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        cache.get_quantized(&signature).expect("valid")
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("thread"))
+                .collect()
+        });
+        assert!(kernels.iter().all(|k| Arc::ptr_eq(k, &kernels[0])));
+        let stats = cache.stats();
+        assert_eq!(
+            (stats.compilations, stats.misses),
+            (1, 1),
+            "round {round}: {stats:?}"
+        );
+        assert_eq!(stats.hits, THREADS as u64 - 1, "round {round}: {stats:?}");
+    }
+    // The process-wide cache behind `jit_quantized` is the same cache: it counts the compile.
+    let before = KernelCache::global().stats().compilations;
+    let kernel = gather_jit::jit_quantized(&distinct_quantized(70_001)).expect("valid");
+    assert!(KernelCache::global().stats().compilations > before);
+    let again = gather_jit::jit_quantized(&distinct_quantized(70_001)).expect("valid");
+    assert!(Arc::ptr_eq(&kernel, &again));
+}
+
+/// Issue 28: the quantized cache grew without limit (7.3 MB per 1,000 signatures); it now
+/// holds at most its capacity, evicting the least recently used.
+#[test]
+fn the_quantized_kernels_of_a_cache_are_bounded() {
+    let cache = KernelCache::new(4);
+    let first = Arc::downgrade(&cache.get_quantized(&distinct_quantized(0)).expect("valid"));
+    for i in 1..40 {
+        cache.get_quantized(&distinct_quantized(i)).expect("valid");
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.entries, stats.evictions), (4, 36), "{stats:?}");
+    assert_eq!(
+        first.strong_count(),
+        0,
+        "the first kernel outlived its eviction"
+    );
+}

@@ -1,7 +1,7 @@
 //! [`QuantizedKernel`]: a quantized gather compiled for one [`QuantizedSignature`], its raw
 //! and checked calls, and the process-wide cache behind the `jit_*` functions.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cranelift_codegen::Context;
@@ -10,7 +10,6 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Linkage, Module, default_libcall_names};
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
-use rustc_hash::FxHashMap;
 
 use super::{BlockQuantization, GgufFormat, QuantizedLayout, QuantizedSignature, lower};
 use crate::codegen::ModuleMemory;
@@ -19,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::ir::OutOfRange;
 use crate::ir::{DType, unravel};
 use crate::kernel::safe::{check_len, check_shape, contiguous};
-use crate::{Element, IndexElement, IndexType};
+use crate::{Element, IndexElement, IndexType, KernelCache};
 
 /// The C signature of a quantized kernel:
 /// `(data, indices, scales, zero_points, output, bad_index) -> status`.
@@ -64,7 +63,13 @@ impl QuantizedKernel {
     /// the generated code (a bug).
     pub fn compile(signature: &QuantizedSignature) -> Result<QuantizedKernel> {
         let started = Instant::now();
-        let layout = signature.validate()?;
+        QuantizedKernel::build(signature.validate()?, started)
+    }
+
+    /// Compiles a validated signature; `started` is when the request began (its time is
+    /// reported by [`QuantizedKernel::compile_time`]).
+    pub(crate) fn build(layout: QuantizedLayout, started: Instant) -> Result<QuantizedKernel> {
+        let f16_output = layout.signature().dtype == DType::F16;
         let isa = crate::codegen::isa()?;
         let call_conv = isa.default_call_conv();
         let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
@@ -76,7 +81,7 @@ impl QuantizedKernel {
         let id = module
             .declare_function("quantized_gather", Linkage::Export, &kernel_sig)
             .map_err(|e| codegen_err(&e))?;
-        let f16_helper = if signature.dtype == DType::F16 {
+        let f16_helper = if f16_output {
             let sig = lower::f16_helper_signature(call_conv);
             let id = module
                 .declare_function(F16_BITS, Linkage::Import, &sig)
@@ -337,24 +342,13 @@ fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
 }
 
-/// The quantized kernel for `signature`, from a process-wide cache keyed by the whole
-/// signature (compiled on first use).
+/// The quantized kernel for `signature` from the process-wide cache
+/// ([`KernelCache::global`]), compiled on first use.
 ///
 /// # Errors
 /// As [`QuantizedKernel::compile`].
 pub fn jit_quantized(signature: &QuantizedSignature) -> Result<Arc<QuantizedKernel>> {
-    static CACHE: OnceLock<Mutex<FxHashMap<QuantizedSignature, Arc<QuantizedKernel>>>> =
-        OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    let lock = || cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(kernel) = lock().get(signature) {
-        return Ok(Arc::clone(kernel));
-    }
-    // Compiled without the lock; a signature compiled twice at once keeps the first.
-    let kernel = Arc::new(QuantizedKernel::compile(signature)?);
-    Ok(Arc::clone(
-        lock().entry(signature.clone()).or_insert(kernel),
-    ))
+    KernelCache::global().get_quantized(signature)
 }
 
 /// A `GatherBlockQuantized` kernel on logical data of `data_shape`, with scales and output of
