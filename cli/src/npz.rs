@@ -197,7 +197,7 @@ pub fn write_array(path: &ArrayPath, header: &[u8], data: &[u8]) -> Result<()> {
     }
     let name = path.member.as_deref().unwrap_or(DEFAULT_MEMBER);
     write_atomically(&path.file, |file| {
-        let mut zip = ZipWriter::new(file);
+        let mut zip = ZipWriter::new(StopAtFirstError::new(file));
         let size = (header.len() as u64).saturating_add(data.len() as u64);
         // Stored, as `numpy.savez` writes (a gather's output rarely compresses well, and a
         // stored member is read back without a copy through a decompressor).
@@ -211,6 +211,56 @@ pub fn write_array(path: &ArrayPath, header: &[u8], data: &[u8]) -> Result<()> {
         zip.finish().map_err(io::Error::other)?;
         Ok(())
     })
+}
+
+/// A writer that fails once and then accepts and drops every write: a `ZipWriter` dropped
+/// after a failed write (a full disk) finalizes the archive in its `Drop` and prints to stderr
+/// when that fails too; through this writer its second attempt is silent, and the first error
+/// is the one reported (the temporary file is removed either way).
+struct StopAtFirstError<W> {
+    inner: W,
+    failed: bool,
+}
+
+impl<W> StopAtFirstError<W> {
+    fn new(inner: W) -> Self {
+        StopAtFirstError {
+            inner,
+            failed: false,
+        }
+    }
+
+    /// `result`, remembering whether it failed.
+    fn track<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        self.failed |= result.is_err();
+        result
+    }
+}
+
+impl<W: Write> Write for StopAtFirstError<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.failed {
+            return Ok(buf.len());
+        }
+        let result = self.inner.write(buf);
+        self.track(result)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.failed {
+            return Ok(());
+        }
+        let result = self.inner.flush();
+        self.track(result)
+    }
+}
+
+impl<W: io::Seek> io::Seek for StopAtFirstError<W> {
+    // Seeks write nothing, so they go through even after a failure: positions stay true.
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let result = self.inner.seek(to);
+        self.track(result)
+    }
 }
 
 /// The array name of a written `.npz` that `-o` does not name.

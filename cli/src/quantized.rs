@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gather_jit::{
-    DType, GgufFormat, IndexType, Quantization, QuantizedKernel, QuantizedLayout,
+    DType, GgufFormat, IndexType, OutOfRange, Quantization, QuantizedKernel, QuantizedLayout,
     QuantizedSignature, interpret_quantized,
 };
 use half::{bf16, f16};
@@ -262,28 +262,34 @@ fn random_inputs(layout: &QuantizedLayout, seed: u64) -> Result<Inputs> {
             _ => scale.copy_from_slice(&value.to_ne_bytes()),
         }
     }
-    let zero_points = if layout.zero_points_bytes() > 0 {
+    // Given whenever the signature has zero points, even as an empty buffer.
+    let zero_points = if layout.zero_points_bytes_shape().is_some() {
         let mut zp = buffer::zeroed(layout.zero_points_bytes(), "the zero points")?;
         rng.fill(&mut zp);
         Some(zp)
     } else {
         None
     };
-    let axis = layout.gather_axis();
-    let dim = sig.data_shape[axis] as u64;
+    // Below the gathered dim and within the index type (a dim of 200 and `int8` indices
+    // draw from 0..128).
+    let dim = sig.data_shape[layout.gather_axis()] as u64;
     let count: usize = sig.indices_shape.iter().product();
-    let mut indices = buffer::zeroed(layout.indices_bytes(), "the indices")?;
-    let width = sig.index_type.size();
-    for i in 0..count {
-        let value = if dim == 0 { 0 } else { rng.next_u64() % dim };
-        let bytes = value.to_ne_bytes();
-        // Every index type holds values below a dim it can index: the low bytes.
-        let at = if cfg!(target_endian = "little") {
-            0
-        } else {
-            8 - width
-        };
-        indices[i * width..(i + 1) * width].copy_from_slice(&bytes[at..at + width]);
+    if dim == 0 && count > 0 && sig.policy.out_of_range != OutOfRange::Zero {
+        return Err(Failure::usage(format!(
+            "cannot make valid indices: data dim {} of shape {:?} is empty",
+            layout.gather_axis(),
+            sig.data_shape
+        )));
+    }
+    let bound = dim.min(sig.index_type.max_value().saturating_add(1));
+    let mut indices = Vec::new();
+    indices
+        .try_reserve_exact(layout.indices_bytes())
+        .map_err(|_| Failure::allocation(layout.indices_bytes(), "the indices"))?;
+    for _ in 0..count {
+        let value = if bound == 0 { 0 } else { rng.below(bound) };
+        let fits = sig.index_type.try_encode(value.into(), &mut indices);
+        debug_assert!(fits, "below the index type's maximum");
     }
     Ok(Inputs {
         data,

@@ -2202,3 +2202,168 @@ fn model_bench_times_each_gather_node_both_ways() {
         "{json}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// issue 28: hostile input on the quantized ops and the .npz writer
+
+/// Data `[1, 2^60, 0]` (no bytes), a scalar index, scales `[1, 2^56, 0]`: the output
+/// `[2^60, 0]` is empty and is written at once (the kernel used to loop over the 2^60 dim).
+#[cfg(target_os = "linux")]
+#[test]
+fn run_quantized_on_an_empty_output_returns_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = 1usize << 60;
+    fs::write(
+        dir.path().join("q.npy"),
+        npy("|u1", false, &[1, big, 0], &[]),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("i.npy"),
+        npy("<i8", false, &[], &0i64.to_le_bytes()),
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("s.npy"),
+        npy("<f4", false, &[1, big >> 4, 0], &[]),
+    )
+    .unwrap();
+    let (q, i, s, out) = (
+        path(&dir, "q.npy"),
+        path(&dir, "i.npy"),
+        path(&dir, "s.npy"),
+        path(&dir, "out.npy"),
+    );
+    let args = [
+        "timeout",
+        "20",
+        "sh",
+        "-c",
+        "ulimit -v 2000000 && exec \"$0\" \"$@\"",
+        env!("CARGO_BIN_EXE_gather-jit"),
+        "run",
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "8",
+        "--block-size",
+        "16",
+        "--check",
+        &q,
+        &i,
+        &s,
+        "-o",
+        &out,
+    ];
+    let started = std::time::Instant::now();
+    let result = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("runs");
+    assert!(result.status.success(), "{result:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let (header, data) = read_npy(Path::new(&out));
+    assert!(header.contains(&format!("'shape': ({big}, 0)")), "{header}");
+    assert!(data.is_empty());
+}
+
+/// `run -o X.npz` on a disk that fills (here a file-size limit): one `error:` line (zip's own
+/// complaint from its writer's drop used to come first), exit 2, no file left behind.
+#[cfg(target_os = "linux")]
+#[test]
+fn run_npz_on_a_full_disk_is_one_error_line_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("d.npy"),
+        npy("<f4", false, &[256, 64], &vec![0u8; 256 * 64 * 4]),
+    )
+    .unwrap();
+    let values: Vec<i64> = (0..100).collect();
+    let indices = write_indices(&dir, "i.npy", "<i8", &[100], &values);
+    for out in ["out.npz", "out.npy", "named.npz:y"] {
+        let target = path(&dir, out);
+        let args = [
+            "run",
+            "--op",
+            "gather",
+            &path(&dir, "d.npy"),
+            &indices,
+            "-o",
+            &target,
+        ];
+        // 8 KiB of file size: the 25 KiB output cannot be written. XFSZ ignored, so that the
+        // write fails with EFBIG instead of killing the process.
+        let result = Command::new("sh")
+            .arg("-c")
+            .arg("trap '' XFSZ; ulimit -f 8 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_gather-jit"))
+            .args(args)
+            .output()
+            .expect("sh runs");
+        let line = one_error_line(&args, result);
+        assert!(line.contains("File too large"), "{line}");
+        assert_eq!(names(&dir), ["d.npy", "i.npy"], "{out}");
+    }
+}
+
+/// `bench` draws random indices the index type can hold: `int8` indices into 200 rows
+/// (which used to include -91) and into an empty table's zero points.
+#[cfg(target_os = "linux")]
+#[test]
+fn bench_quantized_inputs_fit_their_types_and_empty_tables() {
+    let gguf = [
+        "bench",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q8_0",
+        "--data-shape",
+        "200x32",
+        "--indices-shape",
+        "64",
+        "--index-type",
+        "int8",
+        "--time-ms",
+        "5",
+        "--json",
+    ];
+    let block = [
+        "bench",
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "4",
+        "--block-size",
+        "16",
+        "--zero-points",
+        "--data-shape",
+        "0x32",
+        "--gather-axis",
+        "1",
+        "--indices-shape",
+        "3",
+        "--time-ms",
+        "5",
+        "--json",
+    ];
+    for args in [&gguf[..], &block[..]] {
+        let out = under_memory_limit(2_000_000, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert!(json["median_ns"].as_f64().is_some(), "{json}");
+    }
+    // Along the empty dim no index is valid: said as for the other gathers.
+    let along_empty: Vec<&str> = block
+        .iter()
+        .map(|&a| if a == "1" { "0" } else { a })
+        .collect();
+    let line = one_error_line(&along_empty, under_memory_limit(2_000_000, &along_empty));
+    assert!(
+        line.contains("cannot make valid indices: data dim 0"),
+        "{line}"
+    );
+}
