@@ -1,6 +1,6 @@
 //! The crate's error type: every failure names the op, what was wrong and where.
 
-use crate::ir::{DType, Flavor, IndexType, OpName, ShapeDisplay};
+use crate::types::{DType, Flavor, IndexType, OpName, ShapeDisplay};
 
 /// Everything that can go wrong, from signature validation to a bad index at run time.
 ///
@@ -48,7 +48,7 @@ pub enum Error {
         /// The minimum rank.
         min: usize,
     },
-    /// A tensor has more dims than [`MAX_RANK`](crate::ir::MAX_RANK).
+    /// A tensor has more dims than [`MAX_RANK`](crate::types::MAX_RANK).
     #[error("{op}: {input} has rank {rank}, but at most {max} is supported")]
     #[non_exhaustive]
     RankTooLarge {

@@ -83,6 +83,7 @@ pub mod ir;
 mod kernel;
 mod pool;
 pub mod quant;
+mod types;
 // The loop plan and its tuning: public only under the `unstable` feature, for the CLI's
 // `explain` and `bench`, the benches and the tests; an embedder sees `Kernel::explain`.
 #[cfg(feature = "unstable")]
