@@ -72,6 +72,9 @@
 //! contract and the performance figures; `examples/` has an embedding lookup, a runtime's
 //! cache and a 4-bit quantized embedding lookup.
 #![deny(unsafe_op_in_unsafe_fn)]
+// `unsafe` only where a module owns or calls JIT code, shares memory between threads or
+// promises a layout: each such module says which with an `allow` and a reason.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod cache;

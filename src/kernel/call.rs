@@ -1,6 +1,7 @@
 //! The raw entry points ([`Kernel::call`], [`Kernel::call_range`]) and the Rust driver of
 //! banded plans, which packs each band into a per-thread scratch buffer before the compiled
 //! code walks its rows.
+#![allow(unsafe_code, reason = "calls JIT code on the caller's raw buffers")]
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -209,7 +210,7 @@ impl Kernel {
                 let end_row = rows.extent.min(first_row + (cells.end - cell));
                 let offset = |of: fn(&Loop) -> u64| batch * of(&batches) + b * of(&bands);
                 let indices_offset = offset(|l| l.indices_stride);
-                // SAFETY (all three offsets): band `b < bands.extent` of batch `batch <
+                // SAFETY: for all three offsets, band `b < bands.extent` of batch `batch <
                 // batches.extent` starts this far into each buffer (the plan's strides, which
                 // walk within the buffers).
                 let (source, indices, output) = unsafe {

@@ -14,7 +14,7 @@
 //!
 //! Shapes are the logical (dequantized) ones: the output is Gather's rule on them. This file
 //! owns the signature and its validation ([`QuantizedLayout`]: every buffer's shape and size);
-//! `interp.rs` is the definition as code, `lower.rs` the loop nest, `kernel.rs` the calls.
+//! `interp.rs` is the definition as code, `lower/` the loop nest, `kernel.rs` the calls.
 
 mod interp;
 mod kernel;
