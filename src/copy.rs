@@ -2,7 +2,10 @@
 //! ([`prefetch_copy`] and its AVX twin, [`stream_copy`]) and for the rows of a band
 //! ([`prefetch_rows`]), and the packing of a band's rows before the kernel walks them
 //! ([`pack_band`]). Each touches exactly the bytes it is given; prefetches may point anywhere.
-#![allow(unsafe_code, reason = "the copy routines kernels call read and write raw buffers the kernel's contract sizes")]
+#![allow(
+    unsafe_code,
+    reason = "the copy routines kernels call read and write raw buffers the kernel's contract sizes"
+)]
 
 use crate::specialize::Band;
 

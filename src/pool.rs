@@ -10,7 +10,10 @@
 //!
 //! One call uses the pool at a time; a call that finds it busy (another thread's call, or a
 //! call from inside a part) runs its parts on the calling thread, so nothing can deadlock.
-#![allow(unsafe_code, reason = "lends a parallel call's closure to the workers until every part has finished")]
+#![allow(
+    unsafe_code,
+    reason = "lends a parallel call's closure to the workers until every part has finished"
+)]
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

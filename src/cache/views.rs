@@ -5,7 +5,10 @@
 //! This file holds the cache's `unsafe`: a view's contents sit in an `UnsafeCell` reached by
 //! whoever holds the view's `busy` flag, so that a hit costs one uncontended atomic swap rather
 //! than a lock's two read-modify-writes (`cargo bench --bench gather -- S9/cache_hit`).
-#![allow(unsafe_code, reason = "a view's kernels sit in an `UnsafeCell` reached only by the holder of its `busy` flag")]
+#![allow(
+    unsafe_code,
+    reason = "a view's kernels sit in an `UnsafeCell` reached only by the holder of its `busy` flag"
+)]
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,7 +1,10 @@
 //! The Rust types a kernel's typed API takes for data ([`Element`]) and indices
 //! ([`IndexElement`]): `unsafe` traits, since kernels read and write their memory as the
 //! dtype they claim.
-#![allow(unsafe_code, reason = "`Element` and `IndexElement` are `unsafe trait`s: they promise a memory layout")]
+#![allow(
+    unsafe_code,
+    reason = "`Element` and `IndexElement` are `unsafe trait`s: they promise a memory layout"
+)]
 
 #[cfg(doc)]
 use super::Kernel;

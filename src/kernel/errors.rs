@@ -1,7 +1,10 @@
 //! The error for an index the compiled code rejected: the code reports only where the
 //! rejected tuple (or, in a banded plan, index) lies; this finds the first bad index, in
 //! row-major order of the indices, and its value.
-#![allow(unsafe_code, reason = "reads the indices of a failed raw call to name the bad one")]
+#![allow(
+    unsafe_code,
+    reason = "reads the indices of a failed raw call to name the bad one"
+)]
 
 use super::Kernel;
 use crate::error::Error;

@@ -1,6 +1,9 @@
 //! One gather split across threads: [`Kernel::call_parallel`] runs ranges of the outer loop
 //! (or of a banded plan's band rows) on the crate's worker pool.
-#![allow(unsafe_code, reason = "hands disjoint ranges of the caller's raw buffers to worker threads")]
+#![allow(
+    unsafe_code,
+    reason = "hands disjoint ranges of the caller's raw buffers to worker threads"
+)]
 
 use std::sync::OnceLock;
 

@@ -1,6 +1,9 @@
 //! The checked entry points: [`Kernel::run_bytes`] on byte slices and [`Kernel::run`] on
 //! ndarray views of any layout, which check lengths, shapes and types before the raw call.
-#![allow(unsafe_code, reason = "the checked calls reach the raw ones after checking every length")]
+#![allow(
+    unsafe_code,
+    reason = "the checked calls reach the raw ones after checking every length"
+)]
 
 use std::borrow::Cow;
 

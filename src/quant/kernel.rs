@@ -1,6 +1,9 @@
 //! [`QuantizedKernel`]: a quantized gather compiled for one [`QuantizedSignature`], its raw
 //! and checked calls, and the process-wide cache behind the `jit_*` functions.
-#![allow(unsafe_code, reason = "owns and calls a quantized kernel's JIT code on raw buffers")]
+#![allow(
+    unsafe_code,
+    reason = "owns and calls a quantized kernel's JIT code on raw buffers"
+)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
