@@ -11,7 +11,7 @@ use crate::specialize::Band;
 
 /// Asks the CPU to bring `indices_bytes` from `indices` and `output_bytes` from `output` (for
 /// writing) into the cache. The rows loop of a band calls it for the row it walks
-/// `PREFETCH_ROWS_AHEAD` rows later (`codegen/lower.rs`) (see there).
+/// `PREFETCH_ROWS_AHEAD` rows later (`codegen/lower/mod.rs`) (see there).
 ///
 /// The addresses may be anything: prefetches never fault.
 pub(crate) extern "C" fn prefetch_rows(

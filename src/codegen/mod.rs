@@ -4,7 +4,7 @@
 //! `JitCode` gets its own `JITModule`, so that dropping it (with the last kernel holding it:
 //! kernels whose plans differ only where the code does not look share one, see [`CodeShare`])
 //! frees exactly its executable memory. The Cranelift contexts are reused per thread between
-//! compiles. This module and `kernel.rs` are the only places that hold or call JIT code.
+//! compiles. This module, `kernel/` and `quant/kernel.rs` are the only places that hold or call JIT code.
 #![allow(
     unsafe_code,
     reason = "owns JIT memory: finalized code becomes a function pointer, freed with its module"
