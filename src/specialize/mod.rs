@@ -21,7 +21,11 @@ mod host;
 
 use std::fmt;
 
-pub use host::{Host, STREAMING_OUTPUT_BYTES, streaming_output_bytes};
+pub use host::Host;
+// The threshold is public for the CLI's `explain` and the benches (`unstable`) and read by the
+// tests; the planner itself reads it through `Host`.
+#[cfg(any(test, feature = "unstable"))]
+pub use host::{STREAMING_OUTPUT_BYTES, streaming_output_bytes};
 
 use crate::error::{Error, Result};
 use crate::ir::{IndexPolicy, IndexType, OutOfRange, ResolvedOp, Validated};

@@ -2,13 +2,13 @@
 //! dequantized as they are gathered, by a gather-jit kernel.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
-use gather_jit::{DType, GgufFormat, IndexType, OpName, QuantizedKernel, jit_gather_gguf};
+use gather_jit::{DType, GgufFormat, IndexType, KernelCache, OpName, QuantizedSignature};
 
 use crate::error::{allocation, from_jit, index_out_of_range, msg};
 use crate::layout::{contiguous, element_count};
@@ -17,7 +17,7 @@ use crate::op::unravel;
 /// The op's name in errors and in candle's custom-op machinery.
 const NAME: &str = "gather-jit-quantized-embedding";
 
-/// The id types a call takes, in the order of [`Kernels`]' rows.
+/// The id types a call takes.
 const INDEX_TYPES: [IndexType; 5] = [
     IndexType::U8,
     IndexType::U32,
@@ -25,9 +25,6 @@ const INDEX_TYPES: [IndexType; 5] = [
     IndexType::I32,
     IndexType::I64,
 ];
-
-/// One slot per power of two of ids (`2^k` ids for slot `k`), for each of [`INDEX_TYPES`].
-type Kernels = [[OnceLock<Arc<QuantizedKernel>>; usize::BITS as usize]; INDEX_TYPES.len()];
 
 /// Where the table's blocks live.
 enum Blocks {
@@ -50,7 +47,7 @@ enum Blocks {
 ///
 /// A call with `n` ids runs one kernel per bit of `n` (`2^k` ids each), so an embedding
 /// compiles at most one kernel per power of two and id type, however many sequence lengths it
-/// sees; kernels come from gather-jit's process-wide quantized cache and are kept here too.
+/// sees; kernels come from gather-jit's process-wide cache.
 ///
 /// ```
 /// use candle_core::quantized::{GgmlDType, QTensor};
@@ -74,7 +71,6 @@ pub struct QuantizedEmbedding {
     hidden_size: usize,
     /// Bytes of the table's blocks.
     table_bytes: usize,
-    kernels: Arc<Kernels>,
 }
 
 impl std::fmt::Debug for QuantizedEmbedding {
@@ -216,9 +212,6 @@ impl QuantizedEmbedding {
             vocabulary,
             hidden_size,
             table_bytes,
-            kernels: Arc::new(std::array::from_fn(|_| {
-                std::array::from_fn(|_| OnceLock::new())
-            })),
         })
     }
 
@@ -264,31 +257,6 @@ impl QuantizedEmbedding {
         self.table_bytes
     }
 
-    /// The kernel gathering `2^log2` ids of `index_type` (`row` of [`INDEX_TYPES`]), compiled
-    /// on first use.
-    fn kernel(
-        &self,
-        row: usize,
-        index_type: IndexType,
-        log2: usize,
-    ) -> candle_core::Result<&QuantizedKernel> {
-        let slot = &self.kernels[row][log2];
-        if let Some(kernel) = slot.get() {
-            return Ok(kernel);
-        }
-        let kernel = jit_gather_gguf(
-            self.format,
-            self.vocabulary,
-            self.hidden_size,
-            &[1 << log2],
-            DType::F32,
-            index_type,
-        )
-        .map_err(from_jit)?;
-        // Two threads may both compile; the slot keeps the first, the cache makes them one.
-        Ok(slot.get_or_init(|| kernel))
-    }
-
     /// The rows of the C-contiguous `ids` (of shape `dims`) into a new `f32` buffer.
     fn gather(
         &self,
@@ -297,10 +265,9 @@ impl QuantizedEmbedding {
         dims: &[usize],
         index_type: IndexType,
     ) -> candle_core::Result<Vec<f32>> {
-        let row = INDEX_TYPES
-            .iter()
-            .position(|&t| t == index_type)
-            .ok_or_else(|| msg(format!("{NAME}: no kernels for {index_type:?} ids")))?;
+        if !INDEX_TYPES.contains(&index_type) {
+            return Err(msg(format!("{NAME}: no kernels for {index_type:?} ids")));
+        }
         if table.len() != self.table_bytes {
             return Err(crate::error::buffer_mismatch(
                 "table",
@@ -335,30 +302,40 @@ impl QuantizedEmbedding {
         output
             .try_reserve_exact(values)
             .map_err(|_| allocation("the output", values * 4))?;
-        // The ids in runs of 2^k, largest first, each at its offset in the ids and output.
+        // The ids in runs of 2^k, largest first, each at its offset in the ids and output; one
+        // signature, its id count rewritten for each run.
+        let mut signature =
+            QuantizedSignature::gguf(self.format, self.vocabulary, self.hidden_size, &[1])
+                .with_dtype(DType::F32)
+                .with_index_type(index_type);
         let mut done = 0usize;
         for log2 in (0..usize::BITS as usize).rev() {
             let run = 1usize << log2;
             if count & run == 0 {
                 continue;
             }
-            let kernel = self.kernel(row, index_type, log2)?;
+            signature.indices_shape[0] = run;
             // Within `ids`: the runs sum to `count`, whose ids are `ids.len()` bytes.
             let ids_run = &ids[done * id_bytes..(done + run) * id_bytes];
-            // SAFETY: `table` is the table's whole blocks (checked above against the size that
-            // gather-jit's layout gives this signature), `ids_run` holds the kernel's `run`
-            // ids, the output's capacity holds `count * hidden_size` values of which this run
-            // writes `run * hidden_size` from `done * hidden_size`, within it; the output is
-            // new so overlaps neither input; GGUF kernels read no scales or zero points.
-            let called = unsafe {
-                kernel.call(
-                    table.as_ptr(),
-                    ids_run.as_ptr(),
-                    std::ptr::null(),
-                    std::ptr::null(),
-                    output.as_mut_ptr().add(done * self.hidden_size).cast(),
-                )
-            };
+            let out = output.as_mut_ptr();
+            let called = KernelCache::global()
+                .with_quantized(&signature, |kernel| {
+                    // SAFETY: `table` is the table's whole blocks (checked above against the size that
+                    // gather-jit's layout gives this signature), `ids_run` holds the kernel's `run`
+                    // ids, the output's capacity holds `count * hidden_size` values of which this run
+                    // writes `run * hidden_size` from `done * hidden_size`, within it; the output is
+                    // new so overlaps neither input; GGUF kernels read no scales or zero points.
+                    unsafe {
+                        kernel.call(
+                            table.as_ptr(),
+                            ids_run.as_ptr(),
+                            std::ptr::null(),
+                            std::ptr::null(),
+                            out.add(done * self.hidden_size).cast(),
+                        )
+                    }
+                })
+                .map_err(from_jit)?;
             match called {
                 Ok(()) => {}
                 // The kernel names the position in its run: the error names it in `ids`.
