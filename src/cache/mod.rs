@@ -279,3 +279,26 @@ impl KernelCache {
         self.quantized.clear();
     }
 }
+
+// `Kernel::compile_shared` lives here: the code it shares is the process-wide cache's.
+impl Kernel {
+    /// As [`Kernel::compile`], but reusing the machine code of a live kernel made by this
+    /// function or held by the process-wide [`KernelCache`] whose loop nest differs at most in
+    /// the outermost loop's length (each [`KernelCache`] does the same among its own kernels). Signatures that differ
+    /// only in an outer dim, such as a dynamic batch or sequence length, then cost a
+    /// validation and a plan instead of a Cranelift compile. The kernel behaves exactly as a
+    /// freshly compiled one; [`Kernel::reuses_code`] says which it got.
+    ///
+    /// # Errors
+    /// As [`Kernel::compile`].
+    pub fn compile_shared(signature: &Signature) -> Result<Kernel> {
+        let started = Instant::now();
+        let share = KernelCache::global().gathers.share();
+        Kernel::build(
+            signature.validate()?,
+            Tuning::default(),
+            started,
+            Some(share),
+        )
+    }
+}

@@ -128,6 +128,11 @@ impl<K: Cacheable> Shelf<K> {
         self.capacity
     }
 
+    /// What this shelf's builds share.
+    pub(super) fn share(&self) -> &K::Share {
+        &self.share
+    }
+
     /// The kernel for `signature`, compiling it on first use; added to this thread's view
     /// or not, as `view` says.
     pub(super) fn get_for(&self, signature: &K::Signature, view: View) -> Result<Arc<K>> {

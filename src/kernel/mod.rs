@@ -13,7 +13,7 @@ mod errors;
 mod parallel;
 pub(crate) mod safe;
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::codegen::{self, JitCode};
@@ -75,26 +75,6 @@ impl Kernel {
     pub fn compile_tuned(signature: &Signature, tuning: Tuning) -> Result<Kernel> {
         let started = Instant::now();
         Kernel::build(signature.validate()?, tuning, started, None)
-    }
-
-    /// As [`Kernel::compile`], but reusing the machine code of a live kernel made by this
-    /// function whose loop nest differs at most in the outermost loop's length (each
-    /// [`crate::KernelCache`] does the same among its own kernels). Signatures that differ
-    /// only in an outer dim, such as a dynamic batch or sequence length, then cost a
-    /// validation and a plan instead of a Cranelift compile. The kernel behaves exactly as a
-    /// freshly compiled one; [`Kernel::reuses_code`] says which it got.
-    ///
-    /// # Errors
-    /// As [`Kernel::compile`].
-    pub fn compile_shared(signature: &Signature) -> Result<Kernel> {
-        static SHARE: LazyLock<CodeShare> = LazyLock::new(CodeShare::default);
-        let started = Instant::now();
-        Kernel::build(
-            signature.validate()?,
-            Tuning::default(),
-            started,
-            Some(&SHARE),
-        )
     }
 
     /// Specialises and compiles an already validated signature, with fresh code or with code
