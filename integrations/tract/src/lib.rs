@@ -22,6 +22,35 @@
 //! Indices follow ONNX: negative values count from the end of the axis, anything else out of
 //! range is an error naming the index's position and value (tract's own GatherND panics on
 //! negative indices).
+//!
+//! # Hostile models
+//!
+//! The JIT ops and their rules return errors rather than panic: impossible ranks, axes,
+//! `batch_dims` or index depths fail at load (as in ONNX Runtime), and an output too large for
+//! memory is an error naming its bytes. tract itself is not so careful. On a damaged or hostile
+//! file these calls can panic (and unwind) instead of returning an error:
+//!
+//! - the parser, `model_for_path` / `model_for_read` (tract-onnx indexes and unwraps what the
+//!   protobuf holds; a single flipped bit in a valid model is enough);
+//! - `into_typed`, `into_optimized` and `into_decluttered`, whose analysis and constant folding
+//!   run tract's own ops on the model's constants (tract's GatherND panics on a negative
+//!   index, and tract's tensors panic when an allocation fails);
+//! - `into_runnable`, and `run` of the runnable model (tract's own ops on the inputs).
+//!
+//! Wrap each in [`catch_panic`] to get an error instead. A panic still reaches the process's
+//! panic hook first (by default, a message and perhaps a backtrace on stderr); a program that
+//! wants only the error can install a silent hook of its own, which a library must not do.
+//!
+//! Some of tract's failures are worse than a panic. It sizes tensors with wrapping arithmetic,
+//! so an op that takes its output's shape from a value can write past its allocation (TopK
+//! with `k = 2^62 + 5` does): [`run_checked`] runs a plan with each node's outputs checked for
+//! size first, but the constant folding of `into_optimized` runs tract's ops unchecked.
+//! tract's own GatherND rules loop, growing memory, when the index depth exceeds the indices'
+//! rank: [`onnx_native`] gives tract's ops behind this crate's rules. An allocation that Rust's
+//! global allocator refuses outside tract's tensors (a `Vec` sized by the file) aborts the
+//! process, which no wrapper can catch. Untrusted models belong in a process of their own,
+//! under a memory limit; [`check_allocation`] checks a tensor of a size from such input before
+//! tract allocates it.
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -31,6 +60,145 @@ use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::array as hir;
 use tract_onnx::tract_hir::ops::expandable::{Expansion, expand};
+
+/// Runs `f`, turning a panic inside it into an error `"{phase} panicked: {message}"`, so that
+/// tract's calls on an untrusted model (see the crate docs) fail like any other. The process's
+/// panic hook still runs first; this function leaves it alone.
+///
+/// Whatever `f` had borrowed may be left half-updated by the panic (which is why `f` need not be
+/// `UnwindSafe`): drop it rather than use it again. tract's models and plans taken by value
+/// go with the unwinding.
+///
+/// # Errors
+/// `f`'s own error, or the panic as an error naming `phase`.
+pub fn catch_panic<T>(phase: &str, f: impl FnOnce() -> TractResult<T>) -> TractResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic without a message")
+                .to_string();
+            // A payload whose drop panics as well must not unwind out of here; one whose drop
+            // panics twice is leaked.
+            if let Err(again) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                drop(payload);
+            })) {
+                std::mem::forget(again);
+            }
+            Err(format_err!("{phase} panicked: {message}"))
+        }
+    }
+}
+
+/// Runs `plan` on `inputs` as `plan.run(inputs)` does, after checking before each node's
+/// evaluation that the outputs its op declares for these very inputs have sizes that fit in
+/// memory's address range: tract computes a tensor's bytes with wrapping arithmetic, so a
+/// shape taken from a hostile value (TopK's `k` of `2^62 + 5` on 3 rows: 60 bytes allocated,
+/// 3,600 written) would make it write past the allocation. A refused node is an error naming
+/// it.
+///
+/// The check asks each op for its output facts, given the inputs' types and shapes and, for
+/// inputs of at most 64 elements (the counts and shapes that ops such as TopK, Reshape or
+/// Range read), their values; an op that cannot state its facts from these, or states
+/// symbolic ones, is not checked. It narrows what a hostile model can do at run time; tract's
+/// analysis and constant folding (`into_typed`, `into_optimized`) run its ops without it. It
+/// costs a few allocations per node: time runs with `plan.run`, once a checked run on the
+/// same inputs has passed.
+///
+/// # Errors
+/// As `plan.run`, or a node whose output would not fit.
+pub fn run_checked(
+    plan: &TypedSimplePlan<TypedModel>,
+    inputs: TVec<TValue>,
+) -> TractResult<TVec<TValue>> {
+    let mut state = SimpleState::new(plan)?;
+    state.run_plan_with_eval(inputs, |session, op_state, node, inputs| {
+        check_output_sizes(node, &inputs)?;
+        tract_onnx::tract_core::plan::eval(session, op_state, node, inputs)
+    })
+}
+
+/// Inputs of at most this many elements reach an op's `output_facts` with their values, so
+/// that the shape an op reads from a value is the one checked; larger ones by type and shape.
+const VALUE_FACT_ELEMENTS: usize = 64;
+
+/// Fails if `node`'s op declares, for `inputs`, an output whose bytes exceed `isize::MAX` (or
+/// overflow) or whose shape holds a negative dim.
+fn check_output_sizes(node: &TypedNode, inputs: &[TValue]) -> TractResult<()> {
+    if let Some(topk) = node.op_as::<tract_onnx::tract_core::ops::array::Topk>() {
+        return check_topk(node, topk.axis, inputs);
+    }
+    let facts: TVec<TypedFact> = inputs
+        .iter()
+        .map(|value| match value.len() <= VALUE_FACT_ELEMENTS {
+            true => TypedFact::from(value.clone().into_arc_tensor()),
+            false => TypedFact::dt_shape(value.datum_type(), value.shape()),
+        })
+        .collect();
+    let facts: TVec<&TypedFact> = facts.iter().collect();
+    // An op that cannot say (say, one that needs the value of a large input) is not checked.
+    let Ok(outputs) = node.op.output_facts(&facts) else {
+        return Ok(());
+    };
+    'outputs: for (slot, fact) in outputs.iter().enumerate() {
+        let mut dims = Vec::with_capacity(fact.rank());
+        for dim in fact.shape.iter() {
+            match dim.to_i64() {
+                Ok(dim) => dims.push(dim),
+                Err(_) => continue 'outputs,
+            }
+        }
+        let refuse = || {
+            format_err!(
+                "{}: output {slot} of shape {dims:?} ({:?}) does not fit in memory",
+                node.name,
+                fact.datum_type
+            )
+        };
+        let mut bytes = Some(fact.datum_type.size_of());
+        for &dim in &dims {
+            let dim = usize::try_from(dim).map_err(|_| refuse())?;
+            bytes = bytes.and_then(|b| b.checked_mul(dim));
+        }
+        let empty = dims.contains(&0);
+        if !empty && bytes.is_none_or(|b| b > isize::MAX as usize) {
+            return Err(refuse());
+        }
+    }
+    Ok(())
+}
+
+/// tract's TopK takes its output's shape from `k` without a check (and its `output_facts`
+/// cannot state it when `k` has rank 1, as ONNX gives it), so `k` is checked here: ONNX
+/// requires `0 <= k <= ` the axis's length, which also bounds the output by the input.
+fn check_topk(node: &TypedNode, axis: usize, inputs: &[TValue]) -> TractResult<()> {
+    let [input, k] = inputs else {
+        bail!("{}: TopK takes 2 inputs, got {}", node.name, inputs.len());
+    };
+    let len = *input.shape().get(axis).ok_or_else(|| {
+        format_err!(
+            "{}: TopK axis {axis} is out of range for rank {}",
+            node.name,
+            input.rank()
+        )
+    })?;
+    ensure!(
+        k.len() == 1,
+        "{}: TopK's k must hold one value, it has shape {:?}",
+        node.name,
+        k.shape()
+    );
+    let k = k.cast_to::<i64>()?.as_slice::<i64>()?[0];
+    ensure!(
+        usize::try_from(k).is_ok_and(|k| k <= len),
+        "{}: TopK's k {k} is out of range for axis {axis} of length {len}",
+        node.name
+    );
+    Ok(())
+}
 
 /// Makes `onnx` build JIT-backed ops for ONNX `Gather`, `GatherElements` and `GatherND`.
 pub fn register(onnx: &mut tract_onnx::Onnx) {
@@ -44,6 +212,60 @@ pub fn onnx() -> tract_onnx::Onnx {
     let mut onnx = tract_onnx::onnx();
     register(&mut onnx);
     onnx
+}
+
+/// tract's ONNX framework with tract's own gather ops, GatherND's behind this crate's checked
+/// type and shape rules: what to compare the JIT-backed ops with. tract's own GatherND rules
+/// count to `usize::MAX`, growing memory until the process aborts, when the index depth exceeds
+/// the indices' rank, as in the valid `GatherND(data [2, 2], indices [2])`.
+pub fn onnx_native() -> tract_onnx::Onnx {
+    let mut onnx = tract_onnx::onnx();
+    register_native(&mut onnx);
+    onnx
+}
+
+/// Puts tract's own GatherND behind this crate's checked rules in `onnx` (see
+/// [`onnx_native`]); Gather and GatherElements keep tract's own ops and rules.
+pub fn register_native(onnx: &mut tract_onnx::Onnx) {
+    onnx.op_register.insert("GatherND", native_gather_nd);
+}
+
+fn native_gather_nd(
+    _ctx: &ParsingContext,
+    node: &NodeProto,
+) -> TractResult<(Box<dyn InferenceOp>, Vec<String>)> {
+    let batch_dims = node.get_attr_opt("batch_dims")?.unwrap_or(0);
+    Ok((expand(NativeGatherNd { batch_dims }), vec![]))
+}
+
+/// tract's own GatherND op, typed by [`gather_nd_rules`].
+#[derive(Debug, Clone, Hash)]
+struct NativeGatherNd {
+    batch_dims: usize,
+}
+
+impl Expansion for NativeGatherNd {
+    fn name(&self) -> StaticName {
+        "GatherND".into()
+    }
+
+    fn rules<'r, 'p: 'r, 's: 'r>(
+        &'s self,
+        s: &mut Solver<'r>,
+        inputs: &'p [TensorProxy],
+        outputs: &'p [TensorProxy],
+    ) -> InferenceResult {
+        gather_nd_rules(self.batch_dims, s, inputs, outputs)
+    }
+
+    fn wire(
+        &self,
+        prefix: &str,
+        model: &mut TypedModel,
+        inputs: &[OutletId],
+    ) -> TractResult<TVec<OutletId>> {
+        model.wire_node(prefix, hir::GatherNd::new(self.batch_dims), inputs)
+    }
 }
 
 fn gather(
@@ -131,6 +353,12 @@ impl Expansion for JitGatherExpansion {
         model: &mut TypedModel,
         inputs: &[OutletId],
     ) -> TractResult<TVec<OutletId>> {
+        ensure!(
+            inputs.len() == 2,
+            "{}: {} inputs, expected data and indices",
+            self.name(),
+            inputs.len()
+        );
         let data = model.outlet_fact(inputs[0])?.clone();
         let indices = model.outlet_fact(inputs[1])?.clone();
         let rank = data.rank() as i64;
@@ -164,6 +392,10 @@ impl Expansion for JitGatherExpansion {
 /// GatherND's type and shape rules (tract's own take the output's trailing dims from the
 /// indices instead of from data when `batch_dims > 0`): `output = indices[:-1] +
 /// data[batch_dims + n:]`, with `n = indices.shape[-1]`.
+///
+/// Ranks, `batch_dims` and `n` come from the model file, so every one is checked before it is
+/// used in arithmetic, with ONNX's limits (as ONNX Runtime, a model outside them fails to load):
+/// both ranks at least 1, `batch_dims < min(ranks)`, `1 <= n <= rank(data) - batch_dims`.
 fn gather_nd_rules<'r, 'p: 'r>(
     batch_dims: usize,
     s: &mut Solver<'r>,
@@ -173,29 +405,141 @@ fn gather_nd_rules<'r, 'p: 'r>(
     check_input_arity(inputs, 2)?;
     check_output_arity(outputs, 1)?;
     s.equals(&outputs[0].datum_type, &inputs[0].datum_type)?;
-    s.given(&inputs[1].rank, move |s, indices_rank| {
-        let indices_rank = indices_rank as usize;
-        for i in 0..indices_rank - 1 {
-            s.equals(&outputs[0].shape[i], &inputs[1].shape[i])?;
-        }
-        s.given_2(
-            &inputs[1].shape[indices_rank - 1],
-            &inputs[0].rank,
-            move |s, depth, data_rank| {
+    s.given_2(
+        &inputs[0].rank,
+        &inputs[1].rank,
+        move |s, data_rank, indices_rank| {
+            let data_rank = at_least_rank_1("GatherND", "data", data_rank)?;
+            let indices_rank = at_least_rank_1("GatherND", "indices", indices_rank)?;
+            let tuple_dims = indices_rank - 1;
+            let max_batch_dims = data_rank.min(indices_rank) - 1;
+            ensure!(
+                batch_dims <= max_batch_dims,
+                "GatherND: batch_dims {batch_dims} is out of range (allowed 0..={max_batch_dims})"
+            );
+            for i in 0..tuple_dims {
+                s.equals(&outputs[0].shape[i], &inputs[1].shape[i])?;
+            }
+            s.given(&inputs[1].shape[tuple_dims], move |s, depth| {
+                // A symbolic depth leaves the output's rank open, as it is in tract's own rules.
                 if let Ok(depth) = depth.to_i64() {
-                    let from = batch_dims as i64 + depth;
-                    s.equals(&outputs[0].rank, indices_rank as i64 - 1 + data_rank - from)?;
-                    for j in 0..(data_rank - from).max(0) as usize {
+                    let from = batch_dims + index_depth(depth, data_rank - batch_dims)?;
+                    s.equals(&outputs[0].rank, (tuple_dims + data_rank - from) as i64)?;
+                    for j in 0..data_rank - from {
                         s.equals(
-                            &outputs[0].shape[indices_rank - 1 + j],
-                            &inputs[0].shape[from as usize + j],
+                            &outputs[0].shape[tuple_dims + j],
+                            &inputs[0].shape[from + j],
                         )?;
                     }
                 }
                 Ok(())
-            },
-        )
-    })
+            })
+        },
+    )
+}
+
+/// A rank that must be at least 1, as a `usize`.
+fn at_least_rank_1(op: &str, input: &str, rank: i64) -> TractResult<usize> {
+    match usize::try_from(rank) {
+        Ok(rank) if rank >= 1 => Ok(rank),
+        _ => bail!("{op}: {input} has rank {rank}, but at least 1 is required"),
+    }
+}
+
+/// GatherND's index depth (`indices.shape[-1]`), which must be in `1..=max` (`max` the data's
+/// rank minus `batch_dims`).
+fn index_depth(depth: i64, max: usize) -> TractResult<usize> {
+    match usize::try_from(depth) {
+        Ok(depth) if (1..=max).contains(&depth) => Ok(depth),
+        _ => bail!(
+            "GatherND: index depth {depth} (the indices' last dim) must be in 1..={max} (data rank minus batch_dims)"
+        ),
+    }
+}
+
+/// `axis` of data of rank `rank`, negative counting from the end, as gather-jit resolves it.
+fn resolve_axis(op: &str, axis: i64, rank: usize) -> TractResult<usize> {
+    let signed = i64::try_from(rank).unwrap_or(i64::MAX);
+    let resolved = if axis < 0 {
+        axis.checked_add(signed)
+    } else {
+        Some(axis)
+    };
+    match resolved.and_then(|a| usize::try_from(a).ok()) {
+        Some(a) if a < rank => Ok(a),
+        _ => bail!(
+            "{op}: axis {axis} is out of range for data of rank {rank} (allowed -{rank}..={})",
+            signed - 1
+        ),
+    }
+}
+
+/// A dim's value as a `usize`: `None` while symbolic, an error when negative. tract's facts
+/// assert non-negative dims, but its own `to_usize` would cast a negative one to a huge one,
+/// so this does not rely on that assertion.
+fn known_dim(dim: &TDim) -> TractResult<Option<usize>> {
+    match dim.to_i64() {
+        Ok(value) => usize::try_from(value)
+            .map(Some)
+            .map_err(|_| format_err!("dim {value} is negative")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The bytes of a tensor of `dt` and `shape`; an error if they overflow a `usize`.
+fn tensor_bytes(dt: DatumType, shape: &[usize]) -> TractResult<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape
+        .iter()
+        .try_fold(dt.size_of(), |bytes, &dim| bytes.checked_mul(dim))
+        .ok_or_else(|| {
+            format_err!("a {dt:?} tensor of shape {shape:?} has more bytes than fit in memory")
+        })
+}
+
+/// Outputs of at most this many bytes are allocated without [`probe_allocation`] first: a
+/// refusal that small means the allocator cannot find one page, and then the allocations that
+/// follow every evaluation whatever its output (the output value's `Arc`, tract's vectors of
+/// values) abort the process anyway, so a probe could only move the abort, at a cost per call
+/// (an aligned allocation and its release) that the smallest gathers would feel.
+const PROBE_FROM_BYTES: usize = 4096;
+
+/// Checks that a tensor of `dt` and `shape` fits in memory now: its size does not overflow, and
+/// the allocator grants a block of its bytes at tract's alignment (then freed at once). Call
+/// it before `Tensor::uninitialized_dt`, `Tensor::zero_dt`, `Tensor::from_raw_dt` and the like
+/// when the shape comes from untrusted input: tract allocates a tensor's `Blob` infallibly and
+/// panics ("failed to allocate") when the allocator refuses, where this returns an error that
+/// names the bytes. Another thread may take the memory between this check and the
+/// allocation, so it narrows that window rather than closing it.
+///
+/// # Errors
+/// The size overflows, or the allocator refuses it.
+pub fn check_allocation(dt: DatumType, shape: &[usize]) -> TractResult<()> {
+    let bytes = tensor_bytes(dt, shape)?;
+    probe_allocation(bytes, || format!("a {dt:?} tensor of shape {shape:?}"))
+}
+
+/// Asks the allocator for `bytes` at tract's tensor alignment (`vector_size()`, as
+/// `Tensor::uninitialized_dt` asks), and frees them at once; `what` names them in the error.
+fn probe_allocation(bytes: usize, what: impl FnOnce() -> String) -> TractResult<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let refused = |what: String| format_err!("could not allocate {bytes} bytes for {what}");
+    let Ok(layout) = std::alloc::Layout::from_size_align(bytes, vector_size()) else {
+        return Err(refused(what()));
+    };
+    // SAFETY: the layout's size is not zero. `black_box` keeps the optimiser from removing
+    // the unused allocation and folding its null check to "granted" (which it does).
+    let block = std::hint::black_box(unsafe { std::alloc::alloc(layout) });
+    if block.is_null() {
+        return Err(refused(what()));
+    }
+    // SAFETY: `block` was allocated just above with this layout and is not used after.
+    unsafe { std::alloc::dealloc(block, layout) };
+    Ok(())
 }
 
 /// gather-jit's element type for a tract datum type, if it has one.
@@ -262,14 +606,21 @@ pub struct JitGather {
 
 impl JitGather {
     /// The output shape for these input shapes, dims symbolic or not: gather-jit's own
-    /// inference when every dim is known, the same rule over `TDim`s otherwise.
+    /// inference when every dim is known, the same rule over `TDim`s otherwise (every rank,
+    /// axis, `batch_dims` and depth checked as gather-jit checks them, since a hand-built op or
+    /// a model file may hold any).
     fn output_shape(&self, data: &[TDim], indices: &[TDim]) -> TractResult<TVec<TDim>> {
-        let concrete = |dims: &[TDim]| {
-            dims.iter()
-                .map(|d| d.to_usize().ok())
-                .collect::<Option<Vec<usize>>>()
+        let concrete = |dims: &[TDim]| -> TractResult<Option<Vec<usize>>> {
+            let mut known = Vec::new();
+            for dim in dims {
+                match known_dim(dim).with_context(|| format!("{}", self.name()))? {
+                    Some(dim) => known.push(dim),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(known))
         };
-        if let (Some(data), Some(indices)) = (concrete(data), concrete(indices)) {
+        if let (Some(data), Some(indices)) = (concrete(data)?, concrete(indices)?) {
             let validated = Signature::new(self.op, &data, &indices).validate()?;
             return Ok(validated
                 .output_shape()
@@ -279,31 +630,48 @@ impl JitGather {
         }
         let mut shape: TVec<TDim> = tvec!();
         match self.op {
-            GatherOp::Gather { axis, .. } => {
-                let axis = axis as usize;
+            GatherOp::Gather { axis, batch_dims } => {
+                // As gather-jit's ONNX flavor, which `signature` builds.
                 ensure!(
-                    axis < data.len(),
-                    "Gather: axis {axis} out of range for rank {}",
-                    data.len()
+                    batch_dims == 0,
+                    "Gather: flavor onnx does not support batch_dims={batch_dims} (only 0)"
                 );
+                at_least_rank_1("Gather", "data", data.len() as i64)?;
+                let axis = resolve_axis("Gather", axis, data.len())?;
                 shape.extend(data[..axis].iter().cloned());
                 shape.extend(indices.iter().cloned());
                 shape.extend(data[axis + 1..].iter().cloned());
             }
-            GatherOp::GatherElements { .. } => shape.extend(indices.iter().cloned()),
+            GatherOp::GatherElements { axis } => {
+                at_least_rank_1("GatherElements", "data", data.len() as i64)?;
+                ensure!(
+                    data.len() == indices.len(),
+                    "GatherElements: data has rank {} but indices have rank {}; they must be equal",
+                    data.len(),
+                    indices.len()
+                );
+                resolve_axis("GatherElements", axis, data.len())?;
+                shape.extend(indices.iter().cloned());
+            }
             GatherOp::GatherNd { batch_dims } => {
+                let data_rank = at_least_rank_1("GatherND", "data", data.len() as i64)?;
+                let indices_rank = at_least_rank_1("GatherND", "indices", indices.len() as i64)?;
+                let max_batch_dims = data_rank.min(indices_rank) - 1;
+                let batch_dims = usize::try_from(batch_dims)
+                    .ok()
+                    .filter(|&b| b <= max_batch_dims)
+                    .ok_or_else(|| {
+                        format_err!(
+                            "GatherND: batch_dims {batch_dims} is out of range (allowed 0..={max_batch_dims})"
+                        )
+                    })?;
                 let (last, tuples) = indices
                     .split_last()
                     .ok_or_else(|| format_err!("GatherND: indices of rank 0"))?;
                 let depth = last
-                    .to_usize()
+                    .to_i64()
                     .context("GatherND: the indices' last dim must be known")?;
-                let from = batch_dims as usize + depth;
-                ensure!(
-                    from <= data.len(),
-                    "GatherND: index depth {depth} too large for data of rank {}",
-                    data.len()
-                );
+                let from = batch_dims + index_depth(depth, data_rank - batch_dims)?;
                 shape.extend(tuples.iter().cloned());
                 shape.extend(data[from..].iter().cloned());
             }
@@ -358,6 +726,18 @@ impl EvalOp for JitGather {
         let (data, indices) = args_2!(inputs);
         let signature = self.signature(&data, &indices)?;
         let output = KernelCache::global().with(&signature, |kernel| {
+            let shape = kernel.output_shape();
+            // The validated signature bounds the output's bytes by `isize::MAX`, but not by the
+            // memory there is: tract's `Blob` panics when the allocator refuses, so the exact
+            // layout it will ask for is asked for here first, and a refusal becomes an error.
+            // The block is freed again because a `Blob` cannot adopt one; tract allocates its
+            // own just after.
+            let bytes = tensor_bytes(data.datum_type(), shape)?;
+            if bytes > PROBE_FROM_BYTES {
+                probe_allocation(bytes, || {
+                    format!("{}'s output of shape {shape:?}", self.name())
+                })?;
+            }
             // SAFETY: the element type is plain data (`dtype_of` accepted it), and the kernel
             // writes every byte before the tensor is returned (on an error it is dropped
             // unread).
@@ -383,6 +763,12 @@ impl EvalOp for JitGather {
 
 impl TypedOp for JitGather {
     fn output_facts(&self, inputs: &[&TypedFact]) -> TractResult<TVec<TypedFact>> {
+        ensure!(
+            inputs.len() == 2,
+            "{}: {} inputs, expected data and indices",
+            self.name(),
+            inputs.len()
+        );
         let shape = self.output_shape(&inputs[0].shape.to_tvec(), &inputs[1].shape.to_tvec())?;
         Ok(tvec!(inputs[0].datum_type.fact(&*shape)))
     }
