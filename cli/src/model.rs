@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit_tract::{JitGather, datum_of, dtype_of};
+use gather_jit_tract::{JitGather, catch_panic, check_allocation, datum_of, dtype_of, run_checked};
 use serde_json::json;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::internal::DimLike;
 
 use crate::failure::{Failure, Result};
 use crate::npy::{self, ElementType};
-use crate::npz;
 use crate::random::XorShift;
+use crate::{npz, run};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
@@ -62,23 +62,27 @@ struct Loaded {
     gathers: Vec<(String, String, Vec<String>)>,
 }
 
-/// Loads `path` with JIT-backed gathers or tract's own, optimised.
+/// Loads `path` with JIT-backed gathers or tract's own, optimised. Each of tract's phases runs
+/// under [`catch_panic`]: tract panics on some damaged files instead of returning an error.
 fn load(path: &Path, native: bool) -> Result<Loaded> {
-    let framework = match native {
-        true => tract_onnx::onnx(),
-        false => gather_jit_tract::onnx(),
+    let (framework, which) = match native {
+        true => (gather_jit_tract::onnx_native(), "tract's own ops"),
+        false => (gather_jit_tract::onnx(), "gather-jit"),
     };
-    let cannot = |e: TractError| {
+    let model = catch_panic("tract's parser", || framework.model_for_path(path)).map_err(|e| {
         Failure::usage(format!(
             "{}: tract cannot read this model: {e:#}",
             path.display()
         ))
+    })?;
+    let cannot = |e: TractError| {
+        Failure::usage(format!(
+            "{}: tract cannot load this model with {which}: {e:#}",
+            path.display()
+        ))
     };
-    let model = framework
-        .model_for_path(path)
-        .map_err(cannot)?
-        .into_optimized()
-        .map_err(cannot)?;
+    let model = catch_panic("tract's analysis", || model.into_typed()).map_err(cannot)?;
+    let model = catch_panic("tract's optimiser", || model.into_optimized()).map_err(cannot)?;
     let gathers = model
         .nodes()
         .iter()
@@ -101,7 +105,7 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
             (node.name.clone(), op, facts)
         })
         .collect();
-    let plan = model.into_runnable().map_err(cannot)?;
+    let plan = catch_panic("tract's into_runnable", || model.into_runnable()).map_err(cannot)?;
     Ok(Loaded { plan, gathers })
 }
 
@@ -121,9 +125,17 @@ fn inputs(args: &ModelArgs, model: &TypedModel) -> Result<TVec<TValue>> {
     let mut symbols = SymbolValues::default();
     for text in &args.dims {
         let (name, value) = pair(text, "dim")?;
+        // A negative value would reach tract's `to_usize`, which casts it to a huge one.
         let value: i64 = value
             .parse()
-            .map_err(|_| Failure::usage(format!("--dim {text}: {value} is not a number")))?;
+            .ok()
+            .filter(|v: &i64| *v >= 0)
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "--dim {text}: {value} is not a dim (a number from 0 to {})",
+                    i64::MAX
+                ))
+            })?;
         symbols.set(&model.symbols.sym(name), value);
     }
     let names: Vec<String> = (model.input_outlets().map_err(Failure::usage)?.iter())
@@ -175,68 +187,82 @@ fn read_input(name: &str, path: &Path, fact: &TypedFact) -> Result<Tensor> {
             fact.shape
         )));
     }
+    // tract's tensors allocate infallibly (a refusal panics): ask first.
+    check_allocation(datum, &array.shape)
+        .map_err(|e| Failure::usage(format!("input {name}: {e}")))?;
     // SAFETY: `datum` is a plain-data type and `bytes` holds the shape's elements of it,
     // native-endian (as `npy::parse` returns them).
     unsafe { Tensor::from_raw_dt(datum, &array.shape, &array.bytes) }.map_err(Failure::usage)
 }
 
-/// A random tensor of the declared shape (symbols resolved from `--dim`) and type.
+/// A random tensor of the declared shape (symbols resolved from `--dim`) and type: floats
+/// drawn as f32 and integers (bools too) as i64, then cast to the declared type. Every tensor
+/// is allocated only after [`check_allocation`] says it fits, so that a huge declared shape is
+/// an error.
 fn random_input(name: &str, fact: &TypedFact, symbols: &SymbolValues, seed: u64) -> Result<Tensor> {
     let mut shape = Vec::new();
     for dim in fact.shape.iter() {
-        let dim = dim.eval(symbols).to_usize().map_err(|_| {
+        let value = dim.eval(symbols).to_i64().map_err(|_| {
             Failure::usage(format!(
                 "input {name}: dim {dim} is symbolic: give --dim {dim}=N or --input {name}=FILE.npy"
             ))
         })?;
-        shape.push(dim);
+        let value = usize::try_from(value).map_err(|_| {
+            Failure::usage(format!(
+                "input {name}: dim {dim} is {value}, a negative size"
+            ))
+        })?;
+        shape.push(value);
     }
-    let len: usize = shape.iter().product();
-    let mut rng = XorShift::new(seed);
     let dt = fact.datum_type;
-    let tensor = if dt.is_float() {
-        let values: Vec<f32> = (0..len)
-            .map(|_| rng.below(2000) as f32 / 1000.0 - 1.0)
-            .collect();
-        Tensor::from_shape(&shape, &values).and_then(|t| t.cast_to_dt(dt).map(|t| t.into_owned()))
+    let base = if dt.is_float() {
+        DatumType::F32
     } else if dt.is_integer() || dt == DatumType::Bool {
-        let values: Vec<i64> = (0..len).map(|_| rng.below(2) as i64).collect();
-        let values: Vec<i64> = match dt {
-            DatumType::Bool => values.iter().map(|v| v & 1).collect(),
-            _ => values,
-        };
-        Tensor::from_shape(&shape, &values).and_then(|t| t.cast_to_dt(dt).map(|t| t.into_owned()))
+        DatumType::I64
     } else {
         return Err(Failure::usage(format!(
             "input {name}: cannot make random {dt:?} values: give --input {name}=FILE.npy"
         )));
     };
-    tensor.map_err(Failure::usage)
+    let cannot = |e: TractError| Failure::usage(format!("input {name}: {e}"));
+    check_allocation(base, &shape).map_err(cannot)?;
+    let mut tensor = Tensor::zero_dt(base, &shape).map_err(cannot)?;
+    let mut rng = XorShift::new(seed);
+    if base == DatumType::F32 {
+        for value in tensor.as_slice_mut::<f32>().map_err(cannot)? {
+            *value = rng.below(2000) as f32 / 1000.0 - 1.0;
+        }
+    } else {
+        for value in tensor.as_slice_mut::<i64>().map_err(cannot)? {
+            *value = rng.below(2) as i64;
+        }
+    }
+    if dt == base {
+        return Ok(tensor);
+    }
+    check_allocation(dt, &shape).map_err(cannot)?;
+    let cast = tensor.cast_to_dt(dt).map_err(cannot)?;
+    Ok(cast.into_owned())
 }
 
-/// Runs the plan, turning an error or a panic of tract's into a failure.
+/// Runs the plan, each node's outputs checked for size first (`run_checked`: tract's own ops
+/// would write past an allocation whose size wrapped), turning an error or a panic of tract's
+/// into a failure.
 fn run_plan(
     plan: &TypedSimplePlan<TypedModel>,
     inputs: TVec<TValue>,
     how: &str,
 ) -> Result<TVec<TValue>> {
-    // A panic becomes the one error line: the default hook would print it (and a backtrace)
-    // first.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plan.run(inputs)));
-    std::panic::set_hook(hook);
+    settle(how, catch_panic(how, || Ok(run_checked(plan, inputs))))
+}
+
+/// The failure of a run `how` under [`catch_panic`]: its panic (`"{how} panicked: ..."`) or its
+/// error (`"{how}: ..."`).
+fn settle<T>(how: &str, run: TractResult<TractResult<T>>) -> Result<T> {
     match run {
-        Ok(Ok(outputs)) => Ok(outputs),
+        Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(Failure::usage(format!("{how}: {e:#}"))),
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
-            Err(Failure::usage(format!("{how} panicked: {message}")))
-        }
+        Err(panic) => Err(Failure::usage(format!("{panic:#}"))),
     }
 }
 
@@ -247,8 +273,9 @@ fn time(plan: &TypedSimplePlan<TypedModel>, inputs: &TVec<TValue>, how: &str) ->
     while times.len() < 5
         || (started.elapsed() < Duration::from_millis(500) && times.len() < 10_000)
     {
+        // Unchecked, so as to time tract's own run: `main` ran these inputs checked first.
         let at = Instant::now();
-        run_plan(plan, inputs.clone(), how)?;
+        settle(how, catch_panic(how, || Ok(plan.run(inputs.clone()))))?;
         times.push(at.elapsed());
     }
     times.sort();
@@ -266,28 +293,10 @@ fn gather_node_times(
     let started = Instant::now();
     let mut runs = 0;
     while runs < 5 || (started.elapsed() < Duration::from_millis(500) && runs < 10_000) {
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut state = SimpleState::new(plan)?;
-            state.run_plan_with_eval(inputs.clone(), |session, op_state, node, input| {
-                let at = Instant::now();
-                let outputs = tract_onnx::tract_core::plan::eval(session, op_state, node, input);
-                if node.op().name().contains("Gather") {
-                    times
-                        .entry(node.name.clone())
-                        .or_default()
-                        .push(at.elapsed());
-                }
-                outputs
-            })
-        }));
-        std::panic::set_hook(hook);
-        match run {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(Failure::usage(format!("{how}: {e:#}"))),
-            Err(_) => return Err(Failure::usage(format!("{how} panicked"))),
-        }
+        let run = catch_panic(how, || {
+            Ok(run_timing_gathers(plan, inputs.clone(), &mut times))
+        });
+        settle(how, run)?;
         runs += 1;
     }
     Ok(times
@@ -298,6 +307,26 @@ fn gather_node_times(
             (name, median)
         })
         .collect())
+}
+
+/// One run of `plan` on `inputs`, each gather node's evaluation timed into `times`.
+fn run_timing_gathers(
+    plan: &TypedSimplePlan<TypedModel>,
+    inputs: TVec<TValue>,
+    times: &mut BTreeMap<String, Vec<Duration>>,
+) -> TractResult<TVec<TValue>> {
+    let mut state = SimpleState::new(plan)?;
+    state.run_plan_with_eval(inputs, |session, op_state, node, input| {
+        let at = Instant::now();
+        let outputs = tract_onnx::tract_core::plan::eval(session, op_state, node, input);
+        if node.op().name().contains("Gather") {
+            times
+                .entry(node.name.clone())
+                .or_default()
+                .push(at.elapsed());
+        }
+        outputs
+    })
 }
 
 /// The names of the model's outputs, for the files they are written to.
@@ -314,64 +343,203 @@ fn output_names(model: &TypedModel) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Writes each output as `dir/NAME.npy`; nothing is written unless every output can be.
-fn write_outputs(dir: &Path, names: &[String], outputs: &TVec<TValue>) -> Result<()> {
-    let mut files = Vec::new();
-    for (name, output) in names.iter().zip(outputs) {
-        if name.contains(['/', '\\']) || name.starts_with('.') {
+/// Where each output goes (`dir/NAME.npy`) and its element type, checked before the model
+/// runs: a usable file name, a type `.npy` can hold, no two outputs in one file, and never a
+/// file the command reads (`reads`: role and path), which the rename over it would replace.
+fn output_files(
+    dir: &Path,
+    names: &[String],
+    model: &TypedModel,
+    reads: &[(&str, &Path)],
+) -> Result<Vec<(PathBuf, ElementType)>> {
+    let outlets = model.output_outlets().map_err(Failure::usage)?;
+    let mut files: Vec<(PathBuf, ElementType)> = Vec::new();
+    for (name, outlet) in names.iter().zip(outlets) {
+        if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
             return Err(Failure::usage(format!(
-                "output {name}: not a usable file name"
+                "output {name:?}: not a usable file name"
             )));
         }
-        let dtype = dtype_of(output.datum_type()).ok_or_else(|| {
+        let fact = model.outlet_fact(*outlet).map_err(Failure::usage)?;
+        let dtype = dtype_of(fact.datum_type).ok_or_else(|| {
             Failure::usage(format!(
                 "output {name}: {:?} has no .npy form",
-                output.datum_type()
+                fact.datum_type
             ))
         })?;
-        files.push((
-            dir.join(format!("{name}.npy")),
-            npy::header(ElementType::of(dtype), output.shape()),
-            output,
-        ));
+        let path = dir.join(format!("{name}.npy"));
+        if files.iter().any(|(other, _)| *other == path) {
+            return Err(Failure::usage(format!(
+                "two outputs are named {name}: both would be written to {}",
+                path.display()
+            )));
+        }
+        run::refuse_to_overwrite(&path, reads)?;
+        files.push((path, ElementType::of(dtype)));
     }
+    Ok(files)
+}
+
+/// Writes each output to its file: all to temporary files in `dir` first, then each renamed
+/// into place, so that nothing is written unless every output can be. On a failure the
+/// temporary files are removed, and so are the outputs already renamed (and `dir` if this call
+/// made it and it is empty again).
+fn write_outputs(
+    dir: &Path,
+    files: &[(PathBuf, ElementType)],
+    outputs: &TVec<TValue>,
+) -> Result<()> {
+    let made_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| Failure::io("create", dir, e))?;
-    for (path, header, output) in files {
-        npz::write_atomically(&path, |file| {
-            file.write_all(&header)?;
-            file.write_all(output.as_bytes())
-        })?;
+    let undo = |renamed: &[&PathBuf]| {
+        for path in renamed {
+            let _ = std::fs::remove_file(path);
+        }
+        if made_dir {
+            // Only if empty: another program may have put something there meanwhile.
+            let _ = std::fs::remove_dir(dir);
+        }
+    };
+    let mut temps = Vec::new();
+    for ((path, element), output) in files.iter().zip(outputs) {
+        match write_temporary(dir, path, *element, output) {
+            Ok(temp) => temps.push((temp, path)),
+            Err(e) => {
+                // Dropping `temps` removes the temporary files written so far.
+                drop(temps);
+                undo(&[]);
+                return Err(e);
+            }
+        }
+    }
+    // The renames are the last step. If one fails, the outputs already renamed are removed,
+    // so that none of this run's outputs is left; a file that one of them had replaced (an
+    // output of an earlier run of the same name) is gone with it, which a rename cannot undo.
+    let mut renamed = Vec::new();
+    for (temp, path) in temps {
+        if let Err(e) = temp.persist(path) {
+            undo(&renamed);
+            return Err(Failure::io("write", path, e.error));
+        }
+        renamed.push(path);
     }
     Ok(())
 }
 
+/// `output` as a complete `.npy` file in a temporary file of `dir` (removed when dropped),
+/// which will become `path` (named in errors).
+fn write_temporary(
+    dir: &Path,
+    path: &Path,
+    element: ElementType,
+    output: &Tensor,
+) -> Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".gather-jit-").suffix(".tmp");
+    // A temporary file is private (0600); the output is an ordinary file.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    let mut file = builder
+        .tempfile_in(dir)
+        .map_err(|e| Failure::io("create a temporary file in", dir, e))?;
+    let header = npy::header(element, output.shape());
+    let written = (file.write_all(&header))
+        .and_then(|()| file.write_all(output.as_bytes()))
+        .and_then(|()| file.as_file().sync_all());
+    written.map_err(|e| Failure::io("write", path, e))?;
+    Ok(file)
+}
+
+/// Whether two outputs are the same: plain numbers bit for bit (NaN payloads included), other
+/// types (strings, tract's symbolic dims) by tract's equality, since their bytes are pointers
+/// to their heap data.
+fn same_output(a: &Tensor, b: &Tensor) -> bool {
+    if a.datum_type() != b.datum_type() || a.shape() != b.shape() {
+        return false;
+    }
+    match a.datum_type().is_copy() {
+        true => a.as_bytes() == b.as_bytes(),
+        false => a == b,
+    }
+}
+
+/// The process's panic hook, silenced while it lives: `model` turns every panic of tract's
+/// into one error line (with [`catch_panic`]), and the default hook would print the panic, and
+/// maybe a backtrace, before it. Set once for the whole command rather than around each call,
+/// since the hook is global.
+struct QuietPanics(Option<PanicHook>);
+
+/// A panic hook, as `std::panic::take_hook` returns it.
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+impl QuietPanics {
+    fn install() -> QuietPanics {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        QuietPanics(Some(previous))
+    }
+}
+
+impl Drop for QuietPanics {
+    fn drop(&mut self) {
+        if let Some(previous) = self.0.take() {
+            std::panic::set_hook(previous);
+        }
+    }
+}
+
+/// Runs `gather-jit model`: loads the model, runs it (and the other way for `--compare` and
+/// `--bench`), writes its outputs, and reports; every failure, a panic of tract's included, is
+/// one [`Failure`].
 pub fn main(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
-    let (first, how) = match args.native {
-        true => ("tract's own ops", true),
-        false => ("gather-jit", false),
+    let _quiet = QuietPanics::install();
+    // Every phase below catches tract's panics with its own name; this catches anything else,
+    // so that the command's one error line is the rule whatever panics.
+    catch_panic("gather-jit model", || Ok(model(args, out)))
+        .unwrap_or_else(|e| Err(Failure::usage(format!("{e:#}"))))
+}
+
+fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
+    let (first, second_how, how) = match args.native {
+        true => ("tract's own ops", "gather-jit", true),
+        false => ("gather-jit", "tract's own ops", false),
     };
     let loaded = load(&args.file, how)?;
     let model = loaded.plan.model();
-    let inputs = inputs(args, model)?;
     let names = output_names(model)?;
+    let files = match &args.output_dir {
+        Some(dir) => {
+            let mut given = Vec::new();
+            for text in &args.inputs {
+                let (name, file) = pair(text, "input")?;
+                given.push((name, npz::ArrayPath::parse(Path::new(file)).file));
+            }
+            let mut reads: Vec<(&str, &Path)> = vec![("model", &args.file)];
+            reads.extend(given.iter().map(|(name, file)| (*name, file.as_path())));
+            Some((dir, output_files(dir, &names, model, &reads)?))
+        }
+        None => None,
+    };
+    let inputs = catch_panic("preparing the inputs", || Ok(inputs(args, model)))
+        .map_err(|e| Failure::usage(format!("{e:#}")))??;
+    let other = match args.compare || args.bench {
+        true => Some(load(&args.file, !how)?),
+        false => None,
+    };
     let outputs = run_plan(&loaded.plan, inputs.clone(), first)?;
     let mut report = json!({
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
         "outputs": names.iter().zip(&outputs).map(|(name, o)| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type())})).collect::<Vec<_>>(),
     });
-    let other = match args.compare || args.bench {
-        true => Some(load(&args.file, !how)?),
-        false => None,
+    // The other way runs checked once whether compared or timed: the timed runs are not.
+    let second = match &other {
+        Some(other) => Some(run_plan(&other.plan, inputs.clone(), second_how)?),
+        None => None,
     };
-    if args.compare {
-        let other = other.as_ref().expect("loaded for --compare");
-        let native = run_plan(&other.plan, inputs.clone(), "tract's own ops")?;
-        for ((name, jit), native) in names.iter().zip(&outputs).zip(&native) {
-            let same = jit.datum_type() == native.datum_type()
-                && jit.shape() == native.shape()
-                && jit.as_bytes() == native.as_bytes();
-            if !same {
+    if let (true, Some(native)) = (args.compare, &second) {
+        for ((name, jit), native) in names.iter().zip(&outputs).zip(native) {
+            if !same_output(jit, native) {
                 return Err(Failure::disagreement(format!(
                     "output {name} differs between gather-jit and tract's own ops"
                 )));
@@ -379,17 +547,16 @@ pub fn main(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         }
         report["compare"] = json!("bit-identical");
     }
-    if args.bench {
-        let other = other.as_ref().expect("loaded for --bench");
+    if let (true, Some(other)) = (args.bench, &other) {
         let mine = time(&loaded.plan, &inputs, first)?;
-        let theirs = time(&other.plan, &inputs, "the other run")?;
+        let theirs = time(&other.plan, &inputs, second_how)?;
         let (jit, native) = if args.native {
             (theirs, mine)
         } else {
             (mine, theirs)
         };
         let mine_nodes = gather_node_times(&loaded.plan, &inputs, first)?;
-        let theirs_nodes = gather_node_times(&other.plan, &inputs, "the other run")?;
+        let theirs_nodes = gather_node_times(&other.plan, &inputs, second_how)?;
         let (jit_nodes, native_nodes) = if args.native {
             (theirs_nodes, mine_nodes)
         } else {
@@ -416,8 +583,8 @@ pub fn main(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             "gather_nodes": nodes,
         });
     }
-    if let Some(dir) = &args.output_dir {
-        write_outputs(dir, &names, &outputs)?;
+    if let Some((dir, files)) = &files {
+        write_outputs(dir, files, &outputs)?;
     }
     if args.json {
         outln!(out, "{report}");
