@@ -1,5 +1,6 @@
 //! The single integration-test binary: one module per concern.
 
+mod cache_hostile;
 mod conformance;
 mod errors;
 mod fuzz_replay;
