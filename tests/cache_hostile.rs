@@ -2,10 +2,10 @@
 //! op families with nested requests, clears and panics; the idle-thread guarantee (an evicted
 //! kernel is never kept by a thread's view once that thread idles) under repeated evictions
 //! and races; kernels dropped on the evicting thread while its views are borrowed; requests
-//! from thread-local destructors. Two bugs found by the review of c1cfc35 have failing tests,
-//! `#[ignore]`d while they fail (a recompile that overwrites a newer entry; a compile from a
-//! late thread-local destructor aborts); a third (a lost `pending` flag) is too narrow to hit
-//! from outside, and has a slow probe.
+//! from thread-local destructors. Two of the tests pin bugs a review found and the cache now
+//! avoids (a recompile that overwrote a newer entry of its signature; a compile from a late
+//! thread-local destructor aborted); a third (a lost `pending` flag) is too narrow to hit from
+//! outside, and has a slow ignored probe.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -744,7 +744,6 @@ fn teardown_child() {
 /// misses (`KernelCache::get`, `with`, `get_quantized`, `jit`, `Kernel::compile`) does it.
 /// Run in a child process, since it aborts.
 #[test]
-#[ignore = "bug: a compile in a late thread-local destructor panics on a destroyed thread-local (CONTEXTS, Cranelift's) and aborts the process"]
 fn a_compile_in_a_late_thread_local_destructor_does_not_abort() {
     let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "cache_hostile::teardown_child", "--ignored"])
@@ -775,7 +774,6 @@ fn a_compile_in_a_late_thread_local_destructor_does_not_abort() {
 /// (compiles of about a millisecond; the choreography above with one thread each does not
 /// overlap reliably on two cores), then idling: more kernels are alive than the cache holds.
 #[test]
-#[ignore = "bug: a compile whose slot was evicted overwrites the newer entry of its signature, and the replaced kernel stays in an idle thread's view"]
 fn a_recompile_racing_its_own_eviction_leaves_no_orphan_in_an_idle_view() {
     const THREADS: usize = 4;
     let started = Instant::now();

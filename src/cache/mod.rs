@@ -31,7 +31,7 @@ pub(crate) trait Cacheable: Sized + Send + Sync + 'static {
     /// The complete key of a kernel.
     type Signature: Clone + Eq + Hash + Send + Sync + 'static;
     /// A signature that passed validation.
-    type Validated;
+    type Validated: Clone + Send;
     /// What the builds of one shelf share.
     type Share: Default + Send + Sync;
     /// Checks `signature` (errors are returned and never cached).

@@ -182,7 +182,7 @@ impl<K: Cacheable> Shelf<K> {
         }
         let result = slot
             .get_or_init(|| {
-                let kernel = K::build(validated, started, &self.share).map(Arc::new);
+                let kernel = build_anywhere::<K>(validated, started, &self.share).map(Arc::new);
                 let reused = kernel.as_ref().is_ok_and(|kernel| kernel.reuses_code());
                 match reused {
                     true => &self.shared_code,
@@ -199,7 +199,14 @@ impl<K: Cacheable> Shelf<K> {
         if let Ok(kernel) = &result {
             // Later hits skip the slot. (The entry may have been evicted meanwhile.)
             let mut guard = self.lock();
-            if let Some(entry) = guard.map.get_mut(signature) {
+            let ours = guard
+                .map
+                .get_mut(signature)
+                .filter(|entry| match &entry.state {
+                    State::Compiling(current) => Arc::ptr_eq(current, &slot),
+                    State::Ready(ready) => Arc::ptr_eq(ready, kernel),
+                });
+            if let Some(entry) = ours {
                 entry.state = State::Ready(Arc::clone(kernel));
                 let found = self.found(entry, kernel);
                 drop(guard);
@@ -404,11 +411,19 @@ impl<K: Cacheable> Shelf<K> {
     /// Empties the views of an older generation than the shelf's (see the module docs);
     /// what they held is dropped here, outside every lock and borrow.
     fn empty_stale_views(&self) {
-        let views = self.registry().views();
-        let generation = self.generation.load(Ordering::Acquire);
-        let (taken, busy) = empty_stale(&views, Some(generation));
-        self.registry().pending = busy;
+        // One pass at a time, with its write of `pending`: a pass that started earlier (and
+        // read an older generation) cannot clear the flag a later pass set.
+        let (taken, views) = {
+            let mut registry = self.registry();
+            let views = registry.views();
+            let generation = self.generation.load(Ordering::Acquire);
+            let (taken, busy) = empty_stale(&views, Some(generation));
+            registry.pending = busy;
+            (taken, views)
+        };
+        // Kernels (and views whose thread has gone) drop here, outside the lock.
         drop(taken);
+        drop(views);
     }
 
     fn registry(&self) -> MutexGuard<'_, ViewRegistry<K>> {
@@ -449,5 +464,23 @@ impl<K: Cacheable> Drop for Shelf<K> {
         // `&mut self`: no request is in flight, so no view is busy.
         let (taken, _) = empty_stale(&views, None);
         drop(taken);
+    }
+}
+
+/// `K::build`, retried once on a fresh scoped thread if it panics: a request made from a
+/// thread-local destructor after the compiler's thread-locals (ours or Cranelift's) were
+/// destroyed would otherwise panic there, which aborts the process.
+fn build_anywhere<K: Cacheable>(
+    validated: K::Validated,
+    started: Instant,
+    share: &K::Share,
+) -> Result<K> {
+    let retry = validated.clone();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        K::build(validated, started, share)
+    })) {
+        Ok(result) => result,
+        Err(_) => std::thread::scope(|s| s.spawn(|| K::build(retry, started, share)).join())
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
     }
 }

@@ -218,7 +218,8 @@ pub(super) fn empty_stale<K: Cacheable>(
     let mut busy = false;
     for view in views {
         let emptied = view.try_with(|kernels| match generation {
-            Some(now) if kernels.generation == now => None,
+            // A view of this generation, or of a later one (a pass that started since), stays.
+            Some(now) if kernels.generation >= now => None,
             _ => Some(kernels.take(generation.unwrap_or(kernels.generation))),
         });
         match emptied {
