@@ -434,14 +434,7 @@ fn write_temporary(
     element: ElementType,
     output: &Tensor,
 ) -> Result<tempfile::NamedTempFile> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".gather-jit-").suffix(".tmp");
-    // A temporary file is private (0600); the output is an ordinary file.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
-    let mut file = builder
-        .tempfile_in(dir)
-        .map_err(|e| Failure::io("create a temporary file in", dir, e))?;
+    let mut file = npz::temporary_in(dir)?;
     let header = npy::header(element, output.shape());
     let written = (file.write_all(&header))
         .and_then(|()| file.write_all(output.as_bytes()))

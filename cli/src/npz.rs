@@ -266,6 +266,22 @@ impl<W: io::Seek> io::Seek for StopAtFirstError<W> {
 /// The array name of a written `.npz` that `-o` does not name.
 pub const DEFAULT_MEMBER: &str = "output";
 
+/// A new temporary file in `dir` (which an output is renamed from when complete), readable by
+/// all once renamed, as an ordinary output.
+///
+/// # Errors
+/// The file cannot be created.
+pub fn temporary_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".gather-jit-").suffix(".tmp");
+    // A temporary file is private (0600); the output is an ordinary file.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    builder
+        .tempfile_in(dir)
+        .map_err(|e| Failure::io("create a temporary file in", dir, e))
+}
+
 /// Writes `path` through `write` on a temporary file in `path`'s directory, renamed to `path`
 /// only when complete, so that `path` is either untouched or whole.
 ///
@@ -279,14 +295,7 @@ pub fn write_atomically(
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".gather-jit-").suffix(".tmp");
-    // A temporary file is private (0600); the output is an ordinary file.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
-    let mut file = builder
-        .tempfile_in(dir)
-        .map_err(|e| Failure::io("create a temporary file in", dir, e))?;
+    let mut file = temporary_in(dir)?;
     let written = write(file.as_file_mut()).and_then(|()| file.as_file().sync_all());
     written.map_err(|e| Failure::io("write", file.path(), e))?;
     file.persist(path)
