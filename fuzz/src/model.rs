@@ -727,18 +727,19 @@ fn prefilter_graph(graph: &pb::GraphProto) -> Result<(), &'static str> {
             }
             continue;
         }
-        if node.op_type.starts_with("Gather") && node.input.len() >= 2 {
-            if let (Some(&a), Some(&b)) = (
+        if node.op_type.starts_with("Gather")
+            && node.input.len() >= 2
+            && let (Some(&a), Some(&b)) = (
                 constants.get(node.input[0].as_str()),
                 constants.get(node.input[1].as_str()),
-            ) {
-                let n = a.saturating_mul(b);
-                if n > MAX_FOLDED_ELEMENTS {
-                    return Err("constant gather too large to fold");
-                }
-                for output in &node.output {
-                    constants.insert(output, n);
-                }
+            )
+        {
+            let n = a.saturating_mul(b);
+            if n > MAX_FOLDED_ELEMENTS {
+                return Err("constant gather too large to fold");
+            }
+            for output in &node.output {
+                constants.insert(output, n);
             }
         }
     }
