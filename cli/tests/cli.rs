@@ -2291,11 +2291,11 @@ fn run_npz_on_a_full_disk_is_one_error_line_and_leaves_no_file() {
             "-o",
             &target,
         ];
-        // 8 KiB of file size: the 25 KiB output cannot be written. XFSZ ignored, so that the
-        // write fails with EFBIG instead of killing the process.
+        // 2 GB of address space and 8 KiB of file size: the 25 KiB output cannot be written.
+        // XFSZ ignored, so that the write fails with EFBIG instead of killing the process.
         let result = Command::new("sh")
             .arg("-c")
-            .arg("trap '' XFSZ; ulimit -f 8 && exec \"$0\" \"$@\"")
+            .arg("trap '' XFSZ; ulimit -v 2000000 && ulimit -f 8 && exec \"$0\" \"$@\"")
             .arg(env!("CARGO_BIN_EXE_gather-jit"))
             .args(args)
             .output()
