@@ -1,5 +1,7 @@
 //! Quantized gathers on an LLM token-embedding table `[32000, 4096]` (issue cases Q1-Q3):
-//! each kernel beside a copy and a fill of its output, and the compile time.
+//! each kernel beside a copy and a fill of its output, and the compile time; outputs of at
+//! least `PARALLEL_MIN_BYTES` also split across two threads, beside a fill split the same way
+//! on the same worker pool.
 //!
 //! `cargo bench --bench quantized` (one case: `cargo bench --bench quantized -- Q1/`).
 
@@ -51,6 +53,30 @@ fn case(c: &mut Criterion, name: &str, signature: &QuantizedSignature) {
                 .expect("runs")
         })
     });
+    if output_bytes as u64 >= gather_jit::PARALLEL_MIN_BYTES {
+        group.bench_function("jit_2_threads", |b| {
+            b.iter(|| {
+                kernel
+                    .run_bytes_parallel(&data, &indices, &scales, None, black_box(&mut output), 2)
+                    .expect("runs")
+            })
+        });
+        group.bench_function("fill_2_threads", |b| {
+            b.iter(|| {
+                let (first, second) = black_box(&mut output).split_at_mut(output_bytes / 2);
+                let halves = [first.as_mut_ptr() as usize, second.as_mut_ptr() as usize];
+                let lens = [first.len(), second.len()];
+                gather_jit::run_parts(2, &|part| {
+                    // SAFETY: the two halves are disjoint parts of `output`, borrowed mutably
+                    // for the duration of `run_parts`, which returns when both are done.
+                    let half = unsafe {
+                        std::slice::from_raw_parts_mut(halves[part] as *mut u8, lens[part])
+                    };
+                    half.fill(0x5a);
+                })
+            })
+        });
+    }
     group.bench_function("memcpy", |b| {
         b.iter(|| black_box(&mut output).copy_from_slice(&source))
     });

@@ -5,7 +5,7 @@
 //! The table is quantized here from known values so that the lookup can be checked; a runtime
 //! would load the packed bytes and scales from its model file.
 
-use gather_jit::{BlockQuantization, DType, Error, IndexType, jit_gather_block_quantized};
+use gather_jit::{BlockQuantization, Error, QuantizedOptions, jit_gather_block_quantized};
 use ndarray::{Array2, array};
 
 fn main() -> Result<(), Error> {
@@ -38,8 +38,7 @@ fn main() -> Result<(), Error> {
         &[vocabulary, width],
         tokens.shape(),
         quantization,
-        DType::F32,
-        IndexType::I64,
+        &QuantizedOptions::default(),
     )?;
     println!("{}: output {:?}", kernel.signature(), kernel.output_shape());
 

@@ -108,14 +108,13 @@ pub use ir::{
     DType, Flavor, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, Op, OpName, OutOfRange,
     ResolvedOp, Signature, Validated,
 };
-pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES};
+pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};
 pub use quant::{
-    BlockQuantization, GgufFormat, Quantization, QuantizedKernel, QuantizedLayout,
-    QuantizedSignature, interpret_quantized, jit_gather_block_quantized, jit_gather_gguf,
-    jit_quantized,
+    BlockQuantization, GgufFormat, Quantization, QuantizedLayout, QuantizedSignature,
+    interpret_quantized,
 };
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
@@ -206,4 +205,88 @@ pub fn jit_gather_nd(
     options: &Options,
 ) -> Result<Arc<Kernel>> {
     jit(&options.signature(Op::GatherNd { batch_dims }, data_shape, indices_shape))
+}
+
+/// The parts of a quantized signature besides the storage form and the shapes; `Default` is
+/// `f32` output (and scales), `i64` indices and the op's own index policy (see
+/// [`QuantizedSignature::block_quantized`] and [`QuantizedSignature::gguf`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantizedOptions {
+    /// Element type of the output (and of block quantization's scales): `F32`, `F16` or
+    /// `Bf16`.
+    pub dtype: DType,
+    /// Type of the indices.
+    pub index_type: IndexType,
+    /// Overrides the op's default index policy.
+    pub policy: Option<IndexPolicy>,
+}
+
+impl Default for QuantizedOptions {
+    fn default() -> Self {
+        QuantizedOptions {
+            dtype: DType::F32,
+            index_type: IndexType::I64,
+            policy: None,
+        }
+    }
+}
+
+impl QuantizedOptions {
+    /// `signature` with these options.
+    pub fn apply(&self, signature: QuantizedSignature) -> QuantizedSignature {
+        let signature = signature
+            .with_dtype(self.dtype)
+            .with_index_type(self.index_type);
+        match self.policy {
+            Some(policy) => signature.with_policy(policy),
+            None => signature,
+        }
+    }
+}
+
+/// The quantized kernel for `signature` from the process-wide cache, compiled on first use.
+///
+/// # Errors
+/// The signature's validation error ([`QuantizedSignature::validate`]), or
+/// [`Error::Codegen`].
+pub fn jit_quantized(signature: &QuantizedSignature) -> Result<Arc<QuantizedKernel>> {
+    KernelCache::global().get_quantized(signature)
+}
+
+/// A `GatherBlockQuantized` kernel on logical data of `data_shape` (see
+/// [`QuantizedSignature::block_quantized`] and [`jit_quantized`]).
+///
+/// # Errors
+/// As [`jit_quantized`].
+pub fn jit_gather_block_quantized(
+    data_shape: &[usize],
+    indices_shape: &[usize],
+    quantization: BlockQuantization,
+    options: &QuantizedOptions,
+) -> Result<Arc<QuantizedKernel>> {
+    jit_quantized(&options.apply(QuantizedSignature::block_quantized(
+        data_shape,
+        indices_shape,
+        quantization,
+    )))
+}
+
+/// A kernel gathering rows of `row_len` values from a GGUF table of `rows` rows (see
+/// [`QuantizedSignature::gguf`] and [`jit_quantized`]).
+///
+/// # Errors
+/// As [`jit_quantized`].
+pub fn jit_gather_gguf(
+    format: GgufFormat,
+    rows: usize,
+    row_len: usize,
+    indices_shape: &[usize],
+    options: &QuantizedOptions,
+) -> Result<Arc<QuantizedKernel>> {
+    jit_quantized(&options.apply(QuantizedSignature::gguf(
+        format,
+        rows,
+        row_len,
+        indices_shape,
+    )))
 }

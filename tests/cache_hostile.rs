@@ -738,8 +738,9 @@ fn teardown_child() {
 /// Bug (found by this review; pre-existing, reached through the cache): a compile from a
 /// thread-local destructor that runs after the compiler's thread-locals were destroyed
 /// panics with "cannot access a Thread Local Storage value during or after destruction" —
-/// for a gather in `JitCode::compile_code_plan` (`CONTEXTS.with`, src/codegen/mod.rs), for
-/// either family in Cranelift's own `Context::compile_stencil` (its timing thread-local) —
+/// for a gather in the compile driver's reused contexts (now `try_with`, with fresh contexts
+/// when they are gone: src/codegen/driver.rs), for either family in Cranelift's own
+/// `Context::compile_stencil` (its timing thread-local) —
 /// and a panic in a thread-local destructor aborts the whole process. Any safe request that
 /// misses (`KernelCache::get`, `with`, `get_quantized`, `jit`, `Kernel::compile`) does it.
 /// Run in a child process, since it aborts.

@@ -657,10 +657,26 @@ fn jit_matches_interpreter(case: &Case) -> Result<(), TestCaseError> {
     let layout = case.signature.validate().expect("valid");
     let want = interpret_quantized(&layout, &data, &indices, &scales, zp.as_deref());
     let got = jit(&case.signature, &data, &indices, &scales, zp.as_deref());
-    match (want, got) {
-        (Ok(w), Ok(g)) => prop_assert!(w == g, "{}: outputs differ", case.signature),
-        (Err(w), Err(g)) => prop_assert_eq!(w, g),
-        (w, g) => prop_assert!(false, "{}: {:?} vs {:?}", case.signature, w.err(), g.err()),
+    match (&want, got) {
+        (Ok(w), Ok(g)) => prop_assert!(*w == g, "{}: outputs differ", case.signature),
+        (Err(w), Err(g)) => prop_assert_eq!(w, &g),
+        (w, g) => prop_assert!(false, "{}: {:?} vs {:?}", case.signature, w, g.err()),
+    }
+    // Split across threads: the same bytes, or the same first bad index.
+    let kernel = QuantizedKernel::compile(&case.signature).expect("compiles");
+    for threads in [2, 3, 7] {
+        let mut output = vec![0xEE; layout.output_bytes()];
+        let got = kernel
+            .run_bytes_parallel(
+                &data,
+                &indices,
+                &scales,
+                zp.as_deref(),
+                &mut output,
+                threads,
+            )
+            .map(|()| output);
+        prop_assert_eq!(&got, &want, "{} on {} threads", case.signature, threads);
     }
     Ok(())
 }
@@ -860,4 +876,64 @@ fn empty_outputs_check_each_index_once_as_the_other_gathers_do() {
             assert_eq!(got.is_ok(), expected.is_ok(), "{sig}");
         }
     }
+}
+
+/// Ranges of the indices partition the work: run one by one they write what one call writes,
+/// and split across threads the error is the first bad index, whichever part met it.
+#[test]
+fn a_split_quantized_gather_writes_one_calls_bytes_and_reports_the_first_bad_index() {
+    // Gather axis 1 with two positions before it, so each range is written at two places.
+    let signature = QuantizedSignature::block_quantized(
+        &[2, 10, 64],
+        &[12],
+        BlockQuantization {
+            gather_axis: 1,
+            quantize_axis: 2,
+            block_size: 32,
+            ..BlockQuantization::default()
+        },
+    );
+    let case = Case {
+        signature: signature.clone(),
+        seed: 3,
+        bad_index: false,
+    };
+    let (data, mut indices, scales, _) = inputs(&case);
+    let layout = signature.validate().expect("valid");
+    let kernel = QuantizedKernel::compile(&signature).expect("compiles");
+    assert_eq!(kernel.outer_extent(), 12);
+    let whole = interpret_quantized(&layout, &data, &indices, &scales, None).expect("in range");
+    let mut output = vec![0xEE; layout.output_bytes()];
+    for range in [0..5, 5..5, 5..11, 11..12] {
+        // SAFETY: every buffer has the layout's size; the ranges lie within the 12 indices.
+        unsafe {
+            kernel.call_range(
+                data.as_ptr(),
+                indices.as_ptr(),
+                scales.as_ptr(),
+                std::ptr::null(),
+                output.as_mut_ptr(),
+                range,
+            )
+        }
+        .expect("in range");
+    }
+    assert!(output == whole, "ranges write what one call writes");
+
+    // Bad indices at positions 9 and 5 (i64): every split reports position 5.
+    for (position, value) in [(9usize, 10i64), (5, -11)] {
+        indices[position * 8..position * 8 + 8].copy_from_slice(&value.to_ne_bytes());
+    }
+    for threads in 1..=12 {
+        let mut output = vec![0; layout.output_bytes()];
+        let error = kernel
+            .run_bytes_parallel(&data, &indices, &scales, None, &mut output, threads)
+            .expect_err("bad indices");
+        assert_eq!(
+            error.to_string(),
+            "GatherBlockQuantized: index -11 at position [5] of indices is out of range for data dim 1 of size 10",
+            "{threads} threads"
+        );
+    }
+    assert_eq!(kernel.parallel_parts(100), 12, "at most a part per index");
 }

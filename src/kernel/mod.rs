@@ -5,12 +5,14 @@
 //! - `call.rs`: the raw entry points and the driver of banded plans;
 //! - `errors.rs`: the error for a rejected index, rebuilt from the indices;
 //! - `parallel.rs`: one gather split across threads;
+//! - `quantized.rs`: [`QuantizedKernel`], the quantized gathers' kernel and its calls;
 //! - `safe.rs`: the checked entry points on slices and ndarray views.
 
 mod call;
 mod element;
 mod errors;
 mod parallel;
+mod quantized;
 pub(crate) mod safe;
 
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use crate::specialize::{Plan, Tuning};
 pub(crate) use crate::codegen::CodeShare;
 pub use element::{Element, IndexElement};
 pub use parallel::PARALLEL_MIN_BYTES;
+pub use quantized::QuantizedKernel;
 
 /// A gather compiled for one [`Signature`]: native code plus what is needed to call it.
 ///

@@ -14,19 +14,20 @@
 //!
 //! Shapes are the logical (dequantized) ones: the output is Gather's rule on them. This file
 //! owns the signature and its validation ([`QuantizedLayout`]: every buffer's shape and size);
-//! `interp.rs` is the definition as code, `lower/` the loop nest, `kernel.rs` the calls.
+//! `interp.rs` is the definition as code, `lower/` the loop nest. Compiling, caching and
+//! calling go through the machinery every op shares ([`crate::QuantizedKernel`],
+//! [`crate::KernelCache`]).
 
 mod interp;
-mod kernel;
-mod lower;
+pub(crate) mod lower;
 
 use std::fmt;
 
 use crate::error::{Error, Result};
 use crate::ir::{DType, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, OpName, OutOfRange};
 
+pub use crate::kernel::QuantizedKernel;
 pub use interp::interpret_quantized;
-pub use kernel::{QuantizedKernel, jit_gather_block_quantized, jit_gather_gguf, jit_quantized};
 
 /// The attributes of ONNX Runtime's `GatherBlockQuantized`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

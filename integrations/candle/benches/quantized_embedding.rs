@@ -21,7 +21,9 @@ use candle_core::{DType, Device, Module, Tensor};
 use criterion::{Criterion, criterion_group, criterion_main};
 use gather_jit::DType::F32;
 use gather_jit::IndexType::U32;
-use gather_jit::{GgufFormat, QuantizedKernel, QuantizedSignature, jit_gather_gguf};
+use gather_jit::{
+    GgufFormat, QuantizedKernel, QuantizedOptions, QuantizedSignature, jit_gather_gguf,
+};
 use gather_jit_candle::QuantizedEmbedding;
 use gather_jit_workloads::XorShift;
 
@@ -93,8 +95,18 @@ fn bench(c: &mut Criterion) {
             });
             // The kernel alone, on preallocated buffers: `jit` minus this is the integration's
             // cost per call (candle's custom op, the ids' bytes, the output's allocation).
-            let kernel = jit_gather_gguf(format, VOCABULARY, HIDDEN, &[count], F32, U32)
-                .expect("the kernel");
+            let kernel = jit_gather_gguf(
+                format,
+                VOCABULARY,
+                HIDDEN,
+                &[count],
+                &QuantizedOptions {
+                    dtype: F32,
+                    index_type: U32,
+                    policy: None,
+                },
+            )
+            .expect("the kernel");
             let table = qtensor.data().expect("the blocks");
             let id_bytes: Vec<u8> = ids
                 .flatten_all()

@@ -1,13 +1,13 @@
 //! The index checks of a lookup: loading a tuple, the fast unsigned compare, and the
 //! policy's slow path (wrap, clamp, zero-fill or reject) before any data address is formed.
 
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::I64;
 use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use super::*;
-use crate::ir::{IndexType, NegativeIndices, OutOfRange};
+use crate::codegen::policy;
+use crate::ir::OutOfRange;
 use crate::specialize::Coordinate;
 
 impl Lowering<'_> {
@@ -70,9 +70,7 @@ impl Lowering<'_> {
             }
         }
         for (dim, index) in checks {
-            let ok = b
-                .ins()
-                .icmp_imm_u(IntCC::UnsignedLessThan, index, dim as i64);
+            let ok = policy::in_range(b, index, dim as i64);
             let next = b.create_block();
             b.ins().brif(ok, next, &[], otherwise, &[]);
             b.switch_to_block(next);
@@ -185,31 +183,12 @@ impl Lowering<'_> {
         let mut any_bad: Option<Value> = None;
         for (c, &index) in self.plan.lookup.coordinates.iter().zip(raw) {
             let dim = c.dim_size as i64;
-            let index =
-                if self.plan.index_type.is_signed() && policy.negative == NegativeIndices::Wrap {
-                    // i in [-s, -1] becomes i + s; anything below -s stays negative (bad).
-                    let negative = b.ins().icmp_imm_s(IntCC::SignedLessThan, index, 0);
-                    let wrapped = b.ins().iadd_imm_s(index, dim);
-                    b.ins().select(negative, wrapped, index)
-                } else {
-                    index
-                };
-            // Negative values read as huge unsigned ones, so one unsigned compare checks both.
+            let index_type = self.plan.index_type;
+            let index = policy::wrap_negative(b, index_type, policy, index, dim);
             let index = match policy.out_of_range {
-                OutOfRange::Clamp if dim > 0 => {
-                    let non_negative = if self.plan.index_type.is_signed() {
-                        let zero = b.ins().iconst(I64, 0);
-                        b.ins().smax(index, zero)
-                    } else {
-                        index
-                    };
-                    let last = b.ins().iconst(I64, dim - 1);
-                    b.ins().umin(non_negative, last)
-                }
+                OutOfRange::Clamp if dim > 0 => policy::clamp(b, index_type, index, dim),
                 OutOfRange::Error | OutOfRange::Clamp => {
-                    let bad = b
-                        .ins()
-                        .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, index, dim);
+                    let bad = policy::out_of_range(b, index, dim);
                     any_bad = Some(match any_bad {
                         Some(previous) => b.ins().bor(previous, bad),
                         None => bad,
@@ -217,7 +196,7 @@ impl Lowering<'_> {
                     index
                 }
                 OutOfRange::Zero => {
-                    let ok = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, index, dim);
+                    let ok = policy::in_range(b, index, dim);
                     all_in_range = Some(match all_in_range {
                         Some(previous) => b.ins().band(previous, ok),
                         None => ok,
@@ -264,15 +243,6 @@ impl Lowering<'_> {
     ) -> Value {
         let (tuple, past) = at;
         let offset = past + c.index_offset as i32;
-        let f = flags();
-        match self.plan.index_type {
-            IndexType::I8 => b.ins().sload8(I64, f, tuple, offset),
-            IndexType::U8 => b.ins().uload8(I64, f, tuple, offset),
-            IndexType::I16 => b.ins().sload16(I64, f, tuple, offset),
-            IndexType::U16 => b.ins().uload16(I64, f, tuple, offset),
-            IndexType::I32 => b.ins().sload32(f, tuple, offset),
-            IndexType::U32 => b.ins().uload32(f, tuple, offset),
-            IndexType::I64 | IndexType::U64 => b.ins().load(I64, f, tuple, offset),
-        }
+        policy::load_index(b, self.plan.index_type, flags(), tuple, offset)
     }
 }

@@ -17,25 +17,31 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 
 use super::{GgufFormat, Quantization, QuantizedLayout};
-use crate::ir::{DType, IndexType, NegativeIndices, OutOfRange};
+use crate::codegen::policy;
+use crate::ir::{DType, OutOfRange};
 
 mod values;
 
 use values::f16_to_f32;
 
-/// `(data, indices, scales, zero_points, output, bad_index) -> status`, as
-/// [`super::kernel::QuantizedFn`].
-pub(super) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
+/// `(data, indices, scales, zero_points, output, start, end, bad_index) -> status`: the kernel
+/// resolves indices `start..end` (element positions in the indices buffer) for every position
+/// of the dims before the gather axis, and writes their slices; status 1 means an index was
+/// rejected and its position was stored to `*bad_index`.
+pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
     let mut sig = Signature::new(call_conv);
-    for _ in 0..6 {
-        sig.params.push(AbiParam::new(pointer));
+    for _ in 0..5 {
+        sig.params.push(AbiParam::new(pointer)); // data, indices, scales, zero_points, output
     }
+    sig.params.push(AbiParam::new(I64)); // start
+    sig.params.push(AbiParam::new(I64)); // end
+    sig.params.push(AbiParam::new(pointer)); // bad_index out-parameter
     sig.returns.push(AbiParam::new(I32));
     sig
 }
 
-/// The signature of [`super::kernel::f16_bits`].
-pub(super) fn f16_helper_signature(call_conv: CallConv) -> Signature {
+/// The signature of the helper that rounds an `f32` to `f16` bits (`(f32) -> u32`).
+pub(crate) fn f16_helper_signature(call_conv: CallConv) -> Signature {
     let mut sig = Signature::new(call_conv);
     sig.params.push(AbiParam::new(F32));
     sig.returns.push(AbiParam::new(I32));
@@ -49,13 +55,13 @@ fn flags() -> MemFlagsData {
 }
 
 /// The Rust functions a kernel calls.
-pub(super) struct Helpers {
+pub(crate) struct Helpers {
     /// Rounds an `f32` to `f16` bits (imported when the output is `f16`).
-    pub(super) f16_bits: Option<FuncRef>,
+    pub(crate) f16_bits: Option<FuncRef>,
 }
 
 /// Builds the kernel for `layout` into `func`.
-pub(super) fn lower(
+pub(crate) fn lower(
     layout: &QuantizedLayout,
     func: &mut Function,
     context: &mut FunctionBuilderContext,
@@ -70,6 +76,7 @@ pub(super) fn lower(
     let params = b.block_params(entry).to_vec();
     let out = b.declare_var(config.pointer_type());
     b.def_var(out, params[4]);
+    let [start, end] = [params[5], params[6]];
     let reject = b.create_block();
     b.append_block_param(reject, I64);
     // Vector constants, made once here (the entry block dominates every loop).
@@ -90,6 +97,9 @@ pub(super) fn lower(
         indices: params[1],
         scales: params[2],
         zero_points: params[3],
+        output: params[4],
+        start,
+        end,
         out,
         reject,
         helpers,
@@ -103,7 +113,7 @@ pub(super) fn lower(
     b.switch_to_block(reject);
     b.seal_block(reject);
     let position = b.block_params(reject)[0];
-    b.ins().store(flags(), position, params[5], 0);
+    b.ins().store(flags(), position, params[7], 0);
     let failed = b.ins().iconst(I32, 1);
     b.ins().return_(&[failed]);
     b.finalize(config);
@@ -116,6 +126,10 @@ struct Lower<'a> {
     indices: Value,
     scales: Value,
     zero_points: Value,
+    output: Value,
+    /// The range of indices to resolve.
+    start: Value,
+    end: Value,
     /// The next output byte to write.
     out: Variable,
     /// Reports the index at its block parameter (an element position) as rejected.
@@ -161,13 +175,93 @@ fn for_range(
     }
 }
 
-/// `a * k + c` for constants `k` and `c`.
+/// `for i in start..end { body(i) }` for run-time bounds.
+fn for_indices(
+    b: &mut FunctionBuilder,
+    start: Value,
+    end: Value,
+    mut body: impl FnMut(&mut FunctionBuilder, Value),
+) {
+    let head = b.create_block();
+    let exit = b.create_block();
+    b.append_block_param(head, I64);
+    let any = b.ins().icmp(IntCC::UnsignedLessThan, start, end);
+    b.ins().brif(any, head, &[BlockArg::from(start)], exit, &[]);
+    b.switch_to_block(head);
+    let i = b.block_params(head)[0];
+    body(b, i);
+    let next = b.ins().iadd_imm_s(i, 1);
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, next, end);
+    b.ins().brif(more, head, &[BlockArg::from(next)], exit, &[]);
+    b.seal_block(head);
+    b.switch_to_block(exit);
+    b.seal_block(exit);
+}
+
+/// `a * k + c` for a constant `k`.
 fn mul_add(b: &mut FunctionBuilder, a: Value, k: usize, c: Value) -> Value {
     let scaled = b.ins().imul_imm_s(a, k as i64);
     b.ins().iadd(scaled, c)
 }
 
+/// The extents of the loops over the dims before the gather axis: those before the quantize
+/// axis, the quantize axis, those after it, when the quantize axis lies before the gather
+/// axis (its position picks the scale); else all of them, 1, 1.
+fn outer_extents(l: &QuantizedLayout) -> [usize; 3] {
+    let d = &l.signature().data_shape;
+    let (g, q) = (l.gather_axis, l.quantize_axis);
+    if q < g {
+        [
+            d[..q].iter().product::<usize>(),
+            d[q],
+            d[q + 1..g].iter().product::<usize>(),
+        ]
+    } else {
+        [d[..g].iter().product::<usize>(), 1, 1]
+    }
+}
+
+/// How the slices of `l` meet their scales.
+fn slices(l: &QuantizedLayout) -> Slices {
+    let d = &l.signature().data_shape;
+    let (g, q) = (l.gather_axis, l.quantize_axis);
+    match l.signature().quantization {
+        Quantization::Gguf(_) => Slices::Blocked { rows: 1 },
+        Quantization::Block(_) if q == d.len() - 1 && q > g => Slices::Blocked {
+            rows: d[g + 1..q].iter().product(),
+        },
+        Quantization::Block(_) => Slices::Runs,
+    }
+}
+
+/// The loop nest of the kernel for `layout`, for people (`explain` prints it).
+pub(crate) fn loop_text(layout: &QuantizedLayout) -> String {
+    let [p1, pq, p2] = outer_extents(layout);
+    let d = &layout.signature().data_shape;
+    let values: usize = d[layout.gather_axis + 1..].iter().product();
+    let simd = layout.signature().dtype == DType::F32;
+    let how = match slices(layout) {
+        Slices::Blocked { rows } if simd => format!(
+            "{rows} row(s) of {} values, whole blocks of {} dequantized 16 values at a time",
+            d[d.len() - 1],
+            layout.block_size
+        ),
+        Slices::Blocked { rows } => format!(
+            "{rows} row(s) of {} values, one value at a time",
+            d[d.len() - 1]
+        ),
+        Slices::Runs => "runs of values, each with its own scale, one value at a time".into(),
+    };
+    format!(
+        "loops: {p1} x {pq} x {p2} positions before the gather axis\n\
+         \x20 indices: start..end of {} (the range `call_range` and `call_parallel` split)\n\
+         \x20   slice: {values} values as {how}\n",
+        layout.index_count()
+    )
+}
+
 /// How the slice an index selects meets the scales.
+#[derive(Clone, Copy)]
 enum Slices {
     /// Each scale covers `block` consecutive values of a row of `row` values (the last axis);
     /// the slice is `rows` such rows.
@@ -184,7 +278,7 @@ impl Lower<'_> {
             // one (2^60 iterations for data [1, 2^60, 0]), so each index is only checked, once,
             // as for the other gathers; under `Zero` nothing is checked at all.
             if l.signature().policy.out_of_range != OutOfRange::Zero {
-                for_range(b, l.index_count(), |b, i| {
+                for_indices(b, self.start, self.end, |b, i| {
                     let next = b.create_block();
                     self.resolve(b, i, next);
                     b.ins().jump(next, &[]);
@@ -195,26 +289,11 @@ impl Lower<'_> {
             return;
         }
         let d = &l.signature().data_shape;
-        let (g, q) = (l.gather_axis, l.quantize_axis);
-        let rank = d.len();
-        // The dims before the gather axis, split at the quantize axis when it lies there
-        // (its position picks the scale).
-        let (p1, pq, p2) = if q < g {
-            (
-                d[..q].iter().product::<usize>(),
-                d[q],
-                d[q + 1..g].iter().product::<usize>(),
-            )
-        } else {
-            (d[..g].iter().product::<usize>(), 1, 1)
-        };
-        let slices = match l.signature().quantization {
-            Quantization::Gguf(_) => Slices::Blocked { rows: 1 },
-            Quantization::Block(_) if q == rank - 1 && q > g => Slices::Blocked {
-                rows: d[g + 1..q].iter().product(),
-            },
-            Quantization::Block(_) => Slices::Runs,
-        };
+        let [p1, pq, p2] = outer_extents(l);
+        // The output bytes one index writes at each position before the gather axis.
+        let slice_bytes =
+            d[l.gather_axis + 1..].iter().product::<usize>() * l.signature().dtype.size();
+        let slices = slices(l);
         for_range(b, p1, |b, o1| {
             for_range(b, pq, |b, oq| {
                 for_range(b, p2, |b, o2| {
@@ -223,7 +302,14 @@ impl Lower<'_> {
                         let a = mul_add(b, o1, pq, oq);
                         mul_add(b, a, p2, o2)
                     };
-                    for_range(b, l.index_count(), |b, i| {
+                    // This position's first slice: the output is [before, indices, after].
+                    let first = {
+                        let a = mul_add(b, o, l.index_count(), self.start);
+                        let bytes = b.ins().imul_imm_s(a, slice_bytes as i64);
+                        b.ins().iadd(self.output, bytes)
+                    };
+                    b.def_var(self.out, first);
+                    for_indices(b, self.start, self.end, |b, i| {
                         let next = b.create_block();
                         let row = self.resolve(b, i, next);
                         match slices {
@@ -247,26 +333,12 @@ impl Lower<'_> {
         let dim = sig.data_shape[self.layout.gather_axis] as i64;
         let offset = b.ins().imul_imm_s(i, sig.index_type.size() as i64);
         let at = b.ins().iadd(self.indices, offset);
-        let f = flags();
-        let raw = match sig.index_type {
-            IndexType::I8 => b.ins().sload8(I64, f, at, 0),
-            IndexType::U8 => b.ins().uload8(I64, f, at, 0),
-            IndexType::I16 => b.ins().sload16(I64, f, at, 0),
-            IndexType::U16 => b.ins().uload16(I64, f, at, 0),
-            IndexType::I32 => b.ins().sload32(f, at, 0),
-            IndexType::U32 => b.ins().uload32(f, at, 0),
-            IndexType::I64 | IndexType::U64 => b.ins().load(I64, f, at, 0),
-        };
-        let signed = sig.index_type.is_signed();
-        let value = if signed && sig.policy.negative == NegativeIndices::Wrap {
-            let negative = b.ins().icmp_imm_s(IntCC::SignedLessThan, raw, 0);
-            let wrapped = b.ins().iadd_imm_s(raw, dim);
-            b.ins().select(negative, wrapped, raw)
-        } else {
-            raw
-        };
-        // Unsigned: a negative value (or a u64 above i64's range) is past the end.
-        let inside = b.ins().icmp_imm_s(IntCC::UnsignedLessThan, value, dim);
+        let raw = policy::load_index(b, sig.index_type, flags(), at, 0);
+        let value = policy::wrap_negative(b, sig.index_type, sig.policy, raw, dim);
+        if sig.policy.out_of_range == OutOfRange::Clamp && dim > 0 {
+            return policy::clamp(b, sig.index_type, value, dim);
+        }
+        let inside = policy::in_range(b, value, dim);
         let good = b.create_block();
         let bad = b.create_block();
         b.append_block_param(good, I64);
@@ -275,17 +347,6 @@ impl Lower<'_> {
         b.seal_block(bad);
         b.switch_to_block(bad);
         match sig.policy.out_of_range {
-            OutOfRange::Clamp if dim > 0 => {
-                let low = if signed {
-                    b.ins().icmp_imm_s(IntCC::SignedLessThan, value, 0)
-                } else {
-                    b.ins().iconst(I8, 0)
-                };
-                let zero = b.ins().iconst(I64, 0);
-                let last = b.ins().iconst(I64, dim - 1);
-                let clamped = b.ins().select(low, zero, last);
-                b.ins().jump(good, &[BlockArg::from(clamped)]);
-            }
             OutOfRange::Zero => {
                 let inner: usize = sig.data_shape[self.layout.gather_axis + 1..]
                     .iter()

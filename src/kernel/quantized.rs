@@ -1,33 +1,57 @@
-//! [`QuantizedKernel`]: a quantized gather compiled for one [`QuantizedSignature`], its raw
-//! and checked calls, and the process-wide cache behind the `jit_*` functions.
+//! [`QuantizedKernel`]: a quantized gather compiled for one [`QuantizedSignature`] through
+//! the one compile driver, with its raw, range, parallel and checked calls.
 #![allow(
     unsafe_code,
-    reason = "owns and calls a quantized kernel's JIT code on raw buffers"
+    reason = "calls a quantized kernel's JIT code on raw buffers and names its C ABI"
 )]
 
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use cranelift_codegen::Context;
-use cranelift_codegen::ir::UserFuncName;
-use cranelift_frontend::FunctionBuilderContext;
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{Linkage, Module, default_libcall_names};
+use cranelift_codegen::ir::{FuncRef, Signature, Type};
+use cranelift_codegen::isa::CallConv;
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 
-use super::{BlockQuantization, GgufFormat, QuantizedLayout, QuantizedSignature, lower};
-use crate::codegen::ModuleMemory;
+use super::parallel::PARALLEL_MIN_BYTES;
+use super::safe::{check_len, check_shape, contiguous};
+use crate::codegen::driver::{self, Code, EntryPoint, Import};
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::ir::OutOfRange;
 use crate::ir::{DType, unravel};
-use crate::kernel::safe::{check_len, check_shape, contiguous};
-use crate::{Element, IndexElement, IndexType, KernelCache};
+use crate::quant::{QuantizedLayout, QuantizedSignature, lower};
+use crate::{Element, IndexElement, pool};
 
-/// The C signature of a quantized kernel:
-/// `(data, indices, scales, zero_points, output, bad_index) -> status`.
-type QuantizedFn =
-    unsafe extern "C" fn(*const u8, *const u8, *const u8, *const u8, *mut u8, *mut u64) -> u32;
+/// The C signature of a quantized kernel (see [`lower::kernel_signature`]):
+/// `(data, indices, scales, zero_points, output, start, end, bad_index) -> status`.
+type QuantizedFn = unsafe extern "C" fn(
+    *const u8,
+    *const u8,
+    *const u8,
+    *const u8,
+    *mut u8,
+    u64,
+    u64,
+    *mut u64,
+) -> u32;
+
+// SAFETY: `lower::kernel_signature` is five pointers, two `i64`s and a pointer, returning an
+// `i32`: `QuantizedFn` (`u64` and `u32` have the ABI of `i64` and `i32`).
+unsafe impl EntryPoint for QuantizedFn {
+    fn signature(call_conv: CallConv, pointer: Type) -> Signature {
+        lower::kernel_signature(call_conv, pointer)
+    }
+
+    unsafe fn from_address(address: *const u8) -> Self {
+        // SAFETY: the caller's contract: `address` is code with `signature`'s ABI.
+        unsafe { std::mem::transmute::<*const u8, QuantizedFn>(address) }
+    }
+
+    fn address(self) -> *const u8 {
+        self as *const u8
+    }
+}
 
 /// The symbol under which [`f16_bits`] is linked into kernels with `f16` output.
 const F16_BITS: &str = "gather_jit_f16_bits";
@@ -38,15 +62,32 @@ extern "C" fn f16_bits(value: f32) -> u32 {
     u32::from(half::f16::from_f32(value).to_bits())
 }
 
+/// The helpers the kernel for `layout` calls: [`f16_bits`] for `f16` output.
+fn imports(layout: &QuantizedLayout) -> Result<Vec<Import>> {
+    if layout.signature().dtype != DType::F16 {
+        return Ok(Vec::new());
+    }
+    let call_conv = driver::isa()?.default_call_conv();
+    Ok(vec![Import {
+        symbol: F16_BITS,
+        address: f16_bits as *const u8,
+        signature: lower::f16_helper_signature(call_conv),
+    }])
+}
+
+/// The kernel's helper references, from the imports of [`imports`].
+fn helpers(refs: &[FuncRef]) -> lower::Helpers {
+    lower::Helpers {
+        f16_bits: refs.first().copied(),
+    }
+}
+
 /// A quantized gather compiled for one [`QuantizedSignature`].
 ///
 /// `Send + Sync`: call it from many threads at once. The code is freed with the kernel.
 pub struct QuantizedKernel {
     layout: QuantizedLayout,
-    /// Owns the executable memory that `entry` points into.
-    _memory: ModuleMemory,
-    entry: QuantizedFn,
-    code_bytes: usize,
+    code: Code<QuantizedFn>,
     compile_time: Duration,
 }
 
@@ -54,13 +95,13 @@ impl std::fmt::Debug for QuantizedKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QuantizedKernel")
             .field("signature", self.signature())
-            .field("code_bytes", &self.code_bytes)
+            .field("code_bytes", &self.code_bytes())
             .finish_non_exhaustive()
     }
 }
 
 impl QuantizedKernel {
-    /// Validates and compiles `signature` (no cache: see [`jit_quantized`]).
+    /// Validates and compiles `signature` (no cache: see [`crate::jit_quantized`]).
     ///
     /// # Errors
     /// Any error of [`QuantizedSignature::validate`]; [`Error::Codegen`] if Cranelift rejects
@@ -73,63 +114,53 @@ impl QuantizedKernel {
     /// Compiles a validated signature; `started` is when the request began (its time is
     /// reported by [`QuantizedKernel::compile_time`]).
     pub(crate) fn build(layout: QuantizedLayout, started: Instant) -> Result<QuantizedKernel> {
-        let f16_output = layout.signature().dtype == DType::F16;
-        let isa = crate::codegen::isa()?;
-        let call_conv = isa.default_call_conv();
-        let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
-        builder.symbol(F16_BITS, f16_bits as *const u8);
-        let mut module = JITModule::new(builder);
-        let pointer = module.target_config().pointer_type();
-        let codegen_err = |e: &dyn std::fmt::Display| Error::Codegen(e.to_string());
-        let kernel_sig = lower::kernel_signature(call_conv, pointer);
-        let id = module
-            .declare_function("quantized_gather", Linkage::Export, &kernel_sig)
-            .map_err(|e| codegen_err(&e))?;
-        let f16_helper = if f16_output {
-            let sig = lower::f16_helper_signature(call_conv);
-            let id = module
-                .declare_function(F16_BITS, Linkage::Import, &sig)
-                .map_err(|e| codegen_err(&e))?;
-            Some(id)
-        } else {
-            None
-        };
-        let mut ctx = Context::new();
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        ctx.func.signature = kernel_sig;
-        let helpers = lower::Helpers {
-            f16_bits: f16_helper.map(|id| module.declare_func_in_func(id, &mut ctx.func)),
-        };
-        let mut builder_context = FunctionBuilderContext::new();
-        lower::lower(
-            &layout,
-            &mut ctx.func,
-            &mut builder_context,
-            module.target_config(),
-            helpers,
-        );
-        module.define_function(id, &mut ctx).map_err(|e| match e {
-            cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
-                cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
-            ),
-            other => codegen_err(&other),
-        })?;
-        let code_bytes = ctx
-            .compiled_code()
-            .map_or(0, |c| c.code_info().total_size as usize);
-        module.finalize_definitions().map_err(|e| codegen_err(&e))?;
-        let pointer = module.get_finalized_function(id);
-        // SAFETY: `pointer` is the finalized code of a function declared with
-        // `kernel_signature`, which is `QuantizedFn`'s C ABI; it stays valid while `module`
-        // lives, and `module` lives as long as this kernel.
-        let entry = unsafe { std::mem::transmute::<*const u8, QuantizedFn>(pointer) };
+        let imports = imports(&layout)?;
+        let code = driver::compile::<QuantizedFn>(
+            "quantized_gather",
+            &imports,
+            |func, context, config, refs| {
+                lower::lower(&layout, func, context, config, helpers(refs));
+            },
+        )?;
         Ok(QuantizedKernel {
             layout,
-            _memory: ModuleMemory::new(module),
-            entry,
-            code_bytes,
+            code,
             compile_time: started.elapsed(),
         })
+    }
+
+    /// What this kernel does, for people: the signature, every buffer's shape and the loop
+    /// nest (what `gather-jit explain` prints above the code).
+    pub fn explain(&self) -> String {
+        let l = &self.layout;
+        let zero_points = match l.zero_points_bytes_shape() {
+            Some(shape) => format!("{shape:?} bytes"),
+            None => "none".into(),
+        };
+        format!(
+            "signature:     {}\noutput shape:  {:?}\ndata:          {:?} bytes\nscales:        {:?}\nzero points:   {zero_points}\n\n{}",
+            self.signature(),
+            self.output_shape(),
+            l.data_bytes_shape(),
+            l.scales_shape(),
+            lower::loop_text(l),
+        )
+    }
+
+    /// The CLIF text of this kernel (before Cranelift's optimisations).
+    ///
+    /// # Errors
+    /// [`Error::Codegen`] if the host ISA is unavailable.
+    pub fn clif(&self) -> Result<String> {
+        let layout = &self.layout;
+        driver::clif_text::<QuantizedFn>(&imports(layout)?, |func, context, config, refs| {
+            lower::lower(layout, func, context, config, helpers(refs));
+        })
+    }
+
+    /// Number of indices: the range [`QuantizedKernel::call_range`] splits.
+    pub fn outer_extent(&self) -> u64 {
+        self.layout.index_count() as u64
     }
 
     /// The signature.
@@ -149,7 +180,7 @@ impl QuantizedKernel {
 
     /// Size of the machine code in bytes.
     pub fn code_bytes(&self) -> usize {
-        self.code_bytes
+        self.code.code_bytes()
     }
 
     /// How long validation and compilation took.
@@ -159,9 +190,7 @@ impl QuantizedKernel {
 
     /// The machine code, for disassembly.
     pub fn machine_code(&self) -> &[u8] {
-        // SAFETY: `entry` is the start of this function's finalized code, `code_bytes` long;
-        // the module keeps those pages mapped until `self` drops, which the borrow prevents.
-        unsafe { std::slice::from_raw_parts(self.entry as *const u8, self.code_bytes) }
+        self.code.machine_code()
     }
 
     /// Runs the gather on raw buffers: no check but the indices'.
@@ -187,19 +216,130 @@ impl QuantizedKernel {
         zero_points: *const u8,
         output: *mut u8,
     ) -> Result<()> {
+        // SAFETY: forwarded contract; the range is all the indices.
+        unsafe {
+            self.call_range(
+                data,
+                indices,
+                scales,
+                zero_points,
+                output,
+                0..self.outer_extent(),
+            )
+        }
+    }
+
+    /// As [`QuantizedKernel::call`], for the indices at element positions `range` only (at
+    /// every position of the dims before the gather axis): the output bytes of those indices
+    /// are written, no others. Ranges that partition `0..`[`QuantizedKernel::outer_extent`]
+    /// write the output of one call, from as many threads as there are ranges.
+    ///
+    /// # Errors
+    /// As [`QuantizedKernel::call`], for the first bad index within `range`.
+    ///
+    /// # Safety
+    /// As [`QuantizedKernel::call`], and `range.start <= range.end <= outer_extent()`.
+    pub unsafe fn call_range(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        scales: *const u8,
+        zero_points: *const u8,
+        output: *mut u8,
+        range: Range<u64>,
+    ) -> Result<()> {
+        debug_assert!(range.start <= range.end && range.end <= self.outer_extent());
         let mut bad = 0u64;
+        let entry = self.code.entry();
         // SAFETY: forwarded from this function's contract: the code reads within the
-        // layout's sizes of each buffer and writes within the output's.
-        let status = unsafe { (self.entry)(data, indices, scales, zero_points, output, &mut bad) };
+        // layout's sizes of each buffer and writes within the output's, at the slices of the
+        // indices in `range`.
+        let status = unsafe {
+            entry(
+                data,
+                indices,
+                scales,
+                zero_points,
+                output,
+                range.start,
+                range.end,
+                &mut bad,
+            )
+        };
         if status == 0 {
             return Ok(());
         }
         // SAFETY: the caller's contract makes the whole indices buffer readable.
-        let all = unsafe { std::slice::from_raw_parts(indices, self.layout.indices_bytes) };
+        let all = unsafe { std::slice::from_raw_parts(indices, self.layout.indices_bytes()) };
         Err(self.index_error(all, bad as usize))
     }
 
-    /// The error for the index at element `position`, which the code rejected.
+    /// Runs the whole gather split into `threads` ranges of the indices, on the calling
+    /// thread and the crate's worker threads, as [`crate::Kernel::call_parallel`] does:
+    /// `threads == 0` chooses (one range per core when the output is at least
+    /// [`PARALLEL_MIN_BYTES`], else one), and never more ranges than indices.
+    ///
+    /// # Errors
+    /// As [`QuantizedKernel::call`]: the first rejected index in row-major order.
+    ///
+    /// # Safety
+    /// As [`QuantizedKernel::call`]; additionally no other thread touches `output` during the
+    /// call.
+    pub unsafe fn call_parallel(
+        &self,
+        data: *const u8,
+        indices: *const u8,
+        scales: *const u8,
+        zero_points: *const u8,
+        output: *mut u8,
+        threads: usize,
+    ) -> Result<()> {
+        let parts = self.parallel_parts(threads);
+        if parts <= 1 {
+            // SAFETY: forwarded contract.
+            return unsafe { self.call(data, indices, scales, zero_points, output) };
+        }
+        let count = self.outer_extent();
+        // Addresses cross threads as integers; each part writes a disjoint part of `output`.
+        let inputs = [data, indices, scales, zero_points].map(|p| p as usize);
+        let output = output as usize;
+        let results: Vec<OnceLock<Result<()>>> = (0..parts).map(|_| OnceLock::new()).collect();
+        let bound = |part: usize| (u128::from(count) * part as u128 / parts as u128) as u64;
+        pool::run(parts, &|part| {
+            let [data, indices, scales, zero_points] = inputs.map(|p| p as *const u8);
+            // SAFETY: forwarded contract; the parts partition the indices, so concurrent
+            // calls write disjoint output bytes and only read the inputs, and `pool::run`
+            // returns only after every part has finished.
+            let result = unsafe {
+                self.call_range(
+                    data,
+                    indices,
+                    scales,
+                    zero_points,
+                    output as *mut u8,
+                    bound(part)..bound(part + 1),
+                )
+            };
+            let _ = results[part].set(result);
+        });
+        // The parts are in index order: the first error is the first bad index.
+        results
+            .into_iter()
+            .find_map(|slot| slot.into_inner().and_then(Result::err))
+            .map_or(Ok(()), Err)
+    }
+
+    /// How many parts `call_parallel(.., threads)` splits the gather into.
+    pub fn parallel_parts(&self, threads: usize) -> usize {
+        let threads = match threads {
+            0 if self.layout.output_bytes() as u64 >= PARALLEL_MIN_BYTES => pool::threads(),
+            0 => 1,
+            n => n,
+        };
+        threads.min(self.outer_extent().max(1) as usize)
+    }
+
+    /// The error for the index at element position `position`, which the code rejected.
     #[cold]
     fn index_error(&self, indices: &[u8], position: usize) -> Error {
         let sig = self.signature();
@@ -227,20 +367,38 @@ impl QuantizedKernel {
         zero_points: Option<&[u8]>,
         output: &mut [u8],
     ) -> Result<()> {
+        self.run_bytes_parallel(data, indices, scales, zero_points, output, 1)
+    }
+
+    /// As [`QuantizedKernel::run_bytes`], split across `threads` as
+    /// [`QuantizedKernel::call_parallel`] splits it (0 chooses).
+    ///
+    /// # Errors
+    /// As [`QuantizedKernel::run_bytes`].
+    pub fn run_bytes_parallel(
+        &self,
+        data: &[u8],
+        indices: &[u8],
+        scales: &[u8],
+        zero_points: Option<&[u8]>,
+        output: &mut [u8],
+        threads: usize,
+    ) -> Result<()> {
         let l = &self.layout;
-        check_len("output", output.len(), l.output_bytes as u64)?;
+        check_len("output", output.len(), l.output_bytes() as u64)?;
         let zero_points = l
             .check_buffers(data, indices, scales, zero_points)?
             .map_or(std::ptr::null(), <[u8]>::as_ptr);
         // SAFETY: every length is the layout's (checked above), a null `zero_points` is never
         // read (the signature has none), and `output` is a unique borrow.
         unsafe {
-            self.call(
+            self.call_parallel(
                 data.as_ptr(),
                 indices.as_ptr(),
                 scales.as_ptr(),
                 zero_points,
                 output.as_mut_ptr(),
+                threads,
             )
         }
     }
@@ -305,7 +463,7 @@ impl QuantizedKernel {
             .try_reserve_exact(len)
             .map_err(|_| Error::Allocation {
                 what: "the output",
-                bytes: l.output_bytes,
+                bytes: l.output_bytes(),
             })?;
         let scale_bytes = if l.scales_shape().is_empty() {
             &[][..]
@@ -315,7 +473,7 @@ impl QuantizedKernel {
         // SAFETY: the element sizes are the signature's (checked above), so each buffer's
         // bytes are the layout's; the output's capacity holds `len` elements.
         let spare = unsafe {
-            std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), l.output_bytes)
+            std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), l.output_bytes())
         };
         // `run_bytes` writes every output byte when it succeeds (each value, or the zeros of
         // an out-of-range slice); the capacity is not read before.
@@ -344,53 +502,4 @@ fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     // SAFETY: any initialised `T: Copy` from this crate's `Element`/`IndexElement` impls (or
     // `u8`) is plain bytes without padding (their contracts); the length covers the slice.
     unsafe { std::slice::from_raw_parts(values.as_ptr().cast(), std::mem::size_of_val(values)) }
-}
-
-/// The quantized kernel for `signature` from the process-wide cache
-/// ([`KernelCache::global`]), compiled on first use.
-///
-/// # Errors
-/// As [`QuantizedKernel::compile`].
-pub fn jit_quantized(signature: &QuantizedSignature) -> Result<Arc<QuantizedKernel>> {
-    KernelCache::global().get_quantized(signature)
-}
-
-/// A `GatherBlockQuantized` kernel on logical data of `data_shape`, with scales and output of
-/// type `dtype` and indices of `index_type` (ONNX Runtime's index rules; see
-/// [`QuantizedSignature::block_quantized`]).
-///
-/// # Errors
-/// As [`jit_quantized`].
-pub fn jit_gather_block_quantized(
-    data_shape: &[usize],
-    indices_shape: &[usize],
-    quantization: BlockQuantization,
-    dtype: DType,
-    index_type: IndexType,
-) -> Result<Arc<QuantizedKernel>> {
-    jit_quantized(
-        &QuantizedSignature::block_quantized(data_shape, indices_shape, quantization)
-            .with_dtype(dtype)
-            .with_index_type(index_type),
-    )
-}
-
-/// A kernel gathering rows of `row_len` values from a GGUF table of `rows` rows, into output
-/// of type `dtype` (see [`QuantizedSignature::gguf`]).
-///
-/// # Errors
-/// As [`jit_quantized`].
-pub fn jit_gather_gguf(
-    format: GgufFormat,
-    rows: usize,
-    row_len: usize,
-    indices_shape: &[usize],
-    dtype: DType,
-    index_type: IndexType,
-) -> Result<Arc<QuantizedKernel>> {
-    jit_quantized(
-        &QuantizedSignature::gguf(format, rows, row_len, indices_shape)
-            .with_dtype(dtype)
-            .with_index_type(index_type),
-    )
 }

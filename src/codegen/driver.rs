@@ -1,0 +1,260 @@
+//! The one way from a lowering to executable code, for every op family: the host ISA,
+//! Cranelift's per-thread reusable contexts, the `JITModule` that owns a kernel's memory (built
+//! here and nowhere else), the helper imports, and the CLIF text `explain` prints.
+//!
+//! The ISA is built once per process and shared (`OwnedTargetIsa` is an `Arc`); each compile
+//! gets its own `JITModule`, so that dropping the [`Code`] that owns it frees exactly its
+//! executable memory. The verifier runs in debug and test builds.
+#![allow(
+    unsafe_code,
+    reason = "owns JIT memory: finalized code becomes a function pointer, freed with its module"
+)]
+
+use std::cell::RefCell;
+use std::sync::{Mutex, OnceLock};
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::{
+    ExtFuncData, ExternalName, FuncRef, Function, Signature, UserExternalName, UserFuncName,
+};
+use cranelift_codegen::isa::{CallConv, OwnedTargetIsa, TargetFrontendConfig};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Linkage, Module, default_libcall_names};
+
+use crate::error::{Error, Result};
+
+/// The process-wide ISA for the host, with `opt_level=none`.
+pub(crate) fn isa() -> Result<&'static OwnedTargetIsa> {
+    static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, name: &str, value: &str| {
+            flags
+                .set(name, value)
+                .map_err(|e| format!("setting {name}={value}: {e}"))
+        };
+        // The lowerings emit their loops already folded and hoisted; Cranelift's optimiser
+        // (`speed`) made no case faster and cost a third more compile time (`cargo bench
+        // --bench gather -- compile`).
+        set(&mut flags, "opt_level", "none")?;
+        // Long-range relocations for the memset libcall (zero-filled large slices), as
+        // cranelift-jit requires.
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(&mut flags, "is_pic", "false")?;
+        // The verifier costs compile time; it stays on in debug and test builds.
+        let verify = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
+        set(&mut flags, "enable_verifier", verify)?;
+        let builder =
+            cranelift_native::builder().map_err(|e| format!("host not supported: {e}"))?;
+        builder
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| format!("building the ISA: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| Error::Codegen(e.clone()))
+}
+
+thread_local! {
+    /// Cranelift's reusable compile state, one per thread.
+    static CONTEXTS: RefCell<(Context, FunctionBuilderContext)> =
+        RefCell::new((Context::new(), FunctionBuilderContext::new()));
+}
+
+/// The C type of a kernel's entry point, and the CLIF signature that has that ABI.
+///
+/// # Safety
+/// [`EntryPoint::signature`] must describe exactly `Self`'s C ABI (parameter and return
+/// types, in order, under the ISA's default calling convention): [`compile`] turns the
+/// finalized code of a function declared with it into a `Self`.
+pub(crate) unsafe trait EntryPoint: Copy + Send + Sync + 'static {
+    /// The CLIF signature of `Self`.
+    fn signature(call_conv: CallConv, pointer: cranelift_codegen::ir::Type) -> Signature;
+
+    /// The function pointer at `address`.
+    ///
+    /// # Safety
+    /// `address` is the finalized code of a function declared with [`Self::signature`].
+    unsafe fn from_address(address: *const u8) -> Self;
+
+    /// The address of the code.
+    fn address(self) -> *const u8;
+}
+
+/// A Rust function a kernel calls: the symbol it is linked under, its address and its CLIF
+/// signature (which must be its C ABI).
+pub(crate) struct Import {
+    /// The symbol the kernel's module declares.
+    pub(crate) symbol: &'static str,
+    /// The function's address.
+    pub(crate) address: *const u8,
+    /// Its C ABI, as CLIF.
+    pub(crate) signature: Signature,
+}
+
+/// Emits a kernel's body into `func` (whose name and signature are set), with the imports'
+/// references in the order they were given.
+pub(crate) trait Lower:
+    FnOnce(&mut Function, &mut FunctionBuilderContext, TargetFrontendConfig, &[FuncRef])
+{
+}
+
+impl<T> Lower for T where
+    T: FnOnce(&mut Function, &mut FunctionBuilderContext, TargetFrontendConfig, &[FuncRef])
+{
+}
+
+/// A finalized JIT module: its executable memory lives as long as this value. The owner keeps
+/// the only pointers into the code beside it, and hands them out only borrowed from itself.
+/// (`JITModule` is `Send` but not `Sync`; the mutex makes the owner shareable without ever
+/// being locked on a call.)
+struct ModuleMemory(Mutex<Option<JITModule>>);
+
+impl Drop for ModuleMemory {
+    fn drop(&mut self) {
+        let module = match self.0.get_mut() {
+            Ok(module) => module.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: the only pointer into this module's code is the `Code` that owns this
+            // value, and it dies with it; no call can be running, since calls borrow it.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// Executable code with entry point type `F`, and the module that owns its memory.
+pub(crate) struct Code<F> {
+    entry: F,
+    code_bytes: usize,
+    /// Owns the executable memory that `entry` points into; dropped after it.
+    _memory: ModuleMemory,
+}
+
+impl<F: EntryPoint> Code<F> {
+    /// The entry point; valid while `self` lives.
+    pub(crate) fn entry(&self) -> F {
+        self.entry
+    }
+
+    /// Size of the machine code in bytes.
+    pub(crate) fn code_bytes(&self) -> usize {
+        self.code_bytes
+    }
+
+    /// The machine code, for disassembly.
+    pub(crate) fn machine_code(&self) -> &[u8] {
+        // SAFETY: `entry` is the start of this function's finalized code, `code_bytes` long
+        // (Cranelift's size of what it emitted); the module keeps those pages mapped readable
+        // and executable, never written again, until `self` drops, which the borrow prevents.
+        unsafe { std::slice::from_raw_parts(self.entry.address(), self.code_bytes) }
+    }
+}
+
+/// Compiles one function named `name` with `F`'s signature into a fresh module: `lower` emits
+/// its body, calling `imports` through the references it is given.
+pub(crate) fn compile<F: EntryPoint>(
+    name: &str,
+    imports: &[Import],
+    lower: impl Lower,
+) -> Result<Code<F>> {
+    let isa = isa()?;
+    let mut builder = JITBuilder::with_isa(isa.clone(), default_libcall_names());
+    for import in imports {
+        builder.symbol(import.symbol, import.address);
+    }
+    let mut module = JITModule::new(builder);
+    let signature = F::signature(
+        isa.default_call_conv(),
+        isa.frontend_config().pointer_type(),
+    );
+    let codegen_err = |e: &dyn std::fmt::Display| Error::Codegen(e.to_string());
+    let id = module
+        .declare_function(name, Linkage::Export, &signature)
+        .map_err(|e| codegen_err(&e))?;
+    let mut import_ids = Vec::with_capacity(imports.len());
+    for import in imports {
+        let id = module
+            .declare_function(import.symbol, Linkage::Import, &import.signature)
+            .map_err(|e| codegen_err(&e))?;
+        import_ids.push(id);
+    }
+    let mut lower = Some(lower);
+    let mut define = |ctx: &mut Context, builder_context: &mut FunctionBuilderContext| {
+        // The cleared function keeps its tables' capacity from the last compile (a fresh
+        // `Function` would regrow them all).
+        ctx.clear();
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        ctx.func.signature = signature.clone();
+        let refs: Vec<FuncRef> = import_ids
+            .iter()
+            .map(|&id| module.declare_func_in_func(id, &mut ctx.func))
+            .collect();
+        let config = module.target_config();
+        if let Some(lower) = lower.take() {
+            lower(&mut ctx.func, builder_context, config, &refs);
+        }
+        let result = module.define_function(id, ctx).map_err(|e| match e {
+            cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
+                cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
+            ),
+            other => codegen_err(&other),
+        });
+        let size = ctx
+            .compiled_code()
+            .map_or(0, |c| c.code_info().total_size as usize);
+        ctx.clear();
+        result.map(|()| size)
+    };
+    // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use
+    // compiles with fresh ones.
+    let reused = CONTEXTS.try_with(|contexts| {
+        let mut contexts = contexts.try_borrow_mut().ok()?;
+        let (ctx, builder_context) = &mut *contexts;
+        Some(define(ctx, builder_context))
+    });
+    let code_bytes = match reused {
+        Ok(Some(result)) => result,
+        _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
+    }?;
+    module.finalize_definitions().map_err(|e| codegen_err(&e))?;
+    let address = module.get_finalized_function(id);
+    // SAFETY: `address` is the finalized code of the function declared with `F::signature`
+    // above; it stays valid while `module` lives, and the `Code` owns both.
+    let entry = unsafe { F::from_address(address) };
+    Ok(Code {
+        entry,
+        code_bytes,
+        _memory: ModuleMemory(Mutex::new(Some(module))),
+    })
+}
+
+/// The CLIF text (before Cranelift's optimisations) of the function [`compile`] would build
+/// from the same arguments, for `explain`.
+pub(crate) fn clif_text<F: EntryPoint>(imports: &[Import], lower: impl Lower) -> Result<String> {
+    let isa = isa()?;
+    let config = isa.frontend_config();
+    let signature = F::signature(isa.default_call_conv(), config.pointer_type());
+    let mut func = Function::with_name_signature(UserFuncName::user(0, 0), signature);
+    let refs: Vec<FuncRef> = (1..)
+        .zip(imports)
+        .map(|(user_name, import)| {
+            let signature = func.import_signature(import.signature.clone());
+            let name = func.declare_imported_user_function(UserExternalName::new(0, user_name));
+            func.import_function(ExtFuncData {
+                name: ExternalName::user(name),
+                signature,
+                colocated: false,
+                patchable: false,
+            })
+        })
+        .collect();
+    lower(&mut func, &mut FunctionBuilderContext::new(), config, &refs);
+    Ok(func.display().to_string())
+}
