@@ -9,7 +9,8 @@
 //!    `run_bytes` equals the interpreter (output bytes, NaN payloads included, or the same
 //!    error).
 //! 3. The raw `call` on copies at odd addresses gives the same result and writes nothing
-//!    around the output; in fuzzing builds, `call` on buffers that each end right before an
+//!    around the output; so do two `call_range`s split at a point the case picks, and
+//!    `run_bytes_parallel` on 2 and 3 threads; in fuzzing builds, `call` on buffers that each end right before an
 //!    inaccessible page (an absent zero-points or GGUF scales buffer is an empty one there).
 //! 4. The typed `run` on ndarray views of each of the four tensors (C or Fortran order,
 //!    reversed, strided or broadcast along an axis) equals the interpreter on the bytes the
@@ -614,6 +615,24 @@ impl QuantizedCase {
         let (actual, output) = self.call_misaligned(&kernel, output_len);
         self.compare("call (misaligned)", &expected, actual, &output);
 
+        // Split: two `call_range`s at a point the case picks, then 2 and 3 threads.
+        let split = self.misalign[0] as u64 % (kernel.outer_extent() + 1);
+        let mut output = vec![SENTINEL; output_len];
+        let actual = self.call_split(&kernel, split, &mut output);
+        self.compare("call_range (split)", &expected, actual, &output);
+        for threads in [2, 3] {
+            let mut output = vec![SENTINEL; output_len];
+            let actual = kernel.run_bytes_parallel(
+                &self.data,
+                &self.indices,
+                &self.scales,
+                self.zero_points.as_deref(),
+                &mut output,
+                threads,
+            );
+            self.compare("run_bytes_parallel", &expected, actual, &output);
+        }
+
         #[cfg(fuzzing)]
         {
             let (actual, output) = self.call_guarded(&kernel, output_len);
@@ -660,6 +679,35 @@ impl QuantizedCase {
                 self.replay()
             ),
         }
+    }
+
+    /// `call_range` on `0..split`, then (if that succeeded) on `split..outer_extent()`.
+    fn call_split(
+        &self,
+        kernel: &QuantizedKernel,
+        split: u64,
+        output: &mut [u8],
+    ) -> gather_jit::Result<()> {
+        let zp = self
+            .zero_points
+            .as_ref()
+            .map_or(std::ptr::null(), |zp| zp.as_ptr());
+        for range in [0..split, split..kernel.outer_extent()] {
+            // SAFETY: `run_bytes` accepted these buffers (each has the layout's length, a null
+            // zero-points pointer goes with a signature without them), `output` has the
+            // output's length, and both ranges lie within `0..outer_extent()`.
+            unsafe {
+                kernel.call_range(
+                    self.data.as_ptr(),
+                    self.indices.as_ptr(),
+                    self.scales.as_ptr(),
+                    zp,
+                    output.as_mut_ptr(),
+                    range,
+                )
+            }?;
+        }
+        Ok(())
     }
 
     /// `call` on copies at odd addresses; the bytes around the output must stay untouched.
