@@ -1,4 +1,5 @@
-//! The reference interpreter: the oracle every other path is tested against.
+//! The reference interpreters: the oracles every other path is tested against, [`interpret`]
+//! for the gathers and [`interpret_quantized`] for the quantized gathers.
 //!
 //! Written straight from the specs' formulas, one output element at a time, with coordinates
 //! unravelled by hand. It shares nothing with the specialiser or the code generator (only the
@@ -11,6 +12,9 @@
 
 use crate::error::{Error, Result};
 use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated, unravel};
+
+/// The quantized gathers' interpreter (it lives beside their definition in `quant/`).
+pub use crate::quant::interpret_quantized;
 
 /// Runs the op of `signature` on native-endian, C-contiguous byte buffers.
 ///
