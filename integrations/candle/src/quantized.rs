@@ -125,15 +125,13 @@ impl QuantizedEmbedding {
     ///
     /// # Errors
     /// A dtype other than `Q4_0` or `Q8_0`, a `hidden_size` not a multiple of 32, `bytes` of
-    /// another length than the table's, or a big-endian host (its kernels read the scales in
-    /// the host's order).
+    /// another length than the table's.
     pub fn from_gguf_bytes(
         dtype: GgmlDType,
         vocabulary: usize,
         hidden_size: usize,
         bytes: Vec<u8>,
     ) -> candle_core::Result<QuantizedEmbedding> {
-        little_endian_host()?;
         let format = format_of(dtype)?;
         let actual = bytes.len();
         QuantizedEmbedding::with_blocks(Blocks::Bytes(bytes), format, vocabulary, hidden_size)
@@ -145,13 +143,12 @@ impl QuantizedEmbedding {
     ///
     /// # Errors
     /// No such tensor, a dtype other than `Q4_0` or `Q8_0`, a shape not 2-D, a file that ends
-    /// before the tensor does, an I/O error, or a big-endian host.
+    /// before the tensor does, or an I/O error.
     pub fn from_gguf<R: Read + Seek>(
         content: &Content,
         reader: &mut R,
         name: &str,
     ) -> candle_core::Result<QuantizedEmbedding> {
-        little_endian_host()?;
         let info = content
             .tensor_infos
             .get(name)
@@ -324,14 +321,17 @@ impl QuantizedEmbedding {
                     // gather-jit's layout gives this signature), `ids_run` holds the kernel's `run`
                     // ids, the output's capacity holds `count * hidden_size` values of which this run
                     // writes `run * hidden_size` from `done * hidden_size`, within it; the output is
-                    // new so overlaps neither input; GGUF kernels read no scales or zero points.
+                    // new so overlaps neither input and no other thread sees it; GGUF kernels read
+                    // no scales or zero points. A long prompt's rows split across the worker
+                    // pool (0: the kernel chooses, by output size).
                     unsafe {
-                        kernel.call(
+                        kernel.call_parallel(
                             table.as_ptr(),
                             ids_run.as_ptr(),
                             std::ptr::null(),
                             std::ptr::null(),
                             out.add(done * self.hidden_size).cast(),
+                            0,
                         )
                     }
                 })
@@ -420,14 +420,4 @@ fn format_of(dtype: GgmlDType) -> candle_core::Result<GgufFormat> {
             "{NAME}: the table must be GgmlDType::Q4_0 or GgmlDType::Q8_0, not {other:?}"
         ))),
     }
-}
-
-/// GGUF's scales are little-endian and the kernels read them in the host's order.
-fn little_endian_host() -> candle_core::Result<()> {
-    if cfg!(target_endian = "big") {
-        return Err(msg(format!(
-            "{NAME}: GGUF bytes are little-endian and this host is big-endian"
-        )));
-    }
-    Ok(())
 }

@@ -258,6 +258,23 @@ fn an_out_of_range_id_is_an_error_with_its_position_and_value() {
     );
 }
 
+/// A prompt long enough to split across the worker pool (64 rows of 4096 values: 1 MiB)
+/// names the first bad id, whichever thread met it.
+#[test]
+fn a_split_prompt_names_its_first_bad_id() {
+    let embedding =
+        QuantizedEmbedding::new(quantized(50, 4096, GgmlDType::Q4_0, 8)).expect("embedding");
+    let mut values: Vec<u32> = (0..64).map(|i| i % 50).collect();
+    values[50] = 77;
+    values[20] = 60;
+    let ids = Tensor::new(values.as_slice(), &cpu()).expect("ids");
+    let error = embedding.forward(&ids).expect_err("60 and 77");
+    assert!(
+        error.to_string().contains("index 60 at position [20] "),
+        "{error}"
+    );
+}
+
 #[test]
 fn negative_and_type_maximum_ids_are_errors_as_in_qtensor_embedding() {
     let embedding = QuantizedEmbedding::new(quantized(300, 32, GgmlDType::Q4_0, 7)).expect("e");
