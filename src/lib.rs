@@ -108,7 +108,9 @@ pub use ir::{
     DType, Flavor, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, Op, OpName, OutOfRange,
     ResolvedOp, Signature, Validated,
 };
-pub use kernel::{Element, IndexElement, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel};
+pub use kernel::{
+    CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
+};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};

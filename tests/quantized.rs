@@ -937,3 +937,81 @@ fn a_split_quantized_gather_writes_one_calls_bytes_and_reports_the_first_bad_ind
     }
     assert_eq!(kernel.parallel_parts(100), 12, "at most a part per index");
 }
+
+/// Both kernel types through [`CompiledOp`]: the same questions, and `run_inputs` agrees with
+/// each family's interpreter; a plain gather refuses scales and zero points.
+#[test]
+fn every_kernel_type_answers_through_compiled_op() {
+    use gather_jit::interp::interpret;
+    use gather_jit::{CompiledOp, Inputs, Kernel, Signature};
+    let plain_sig = Signature::gather(&[5, 3], &[4], 0, 0);
+    let quantized_sig = QuantizedSignature::gguf(GgufFormat::Q8_0, 6, 64, &[2, 5]);
+    let case = Case {
+        signature: quantized_sig.clone(),
+        seed: 11,
+        bad_index: false,
+    };
+    let (q_data, q_indices, q_scales, _) = inputs(&case);
+    let p_data: Vec<u8> = (0..5 * 3 * 4).map(|i| i as u8).collect();
+    let p_indices: Vec<u8> = [4i64, 0, -1, 2]
+        .iter()
+        .flat_map(|i| i.to_ne_bytes())
+        .collect();
+    let kernels: Vec<(Box<dyn CompiledOp>, Inputs<'_>, Vec<u8>)> = vec![
+        (
+            Box::new(Kernel::compile(&plain_sig).expect("compiles")),
+            Inputs {
+                data: &p_data,
+                indices: &p_indices,
+                ..Inputs::default()
+            },
+            interpret(&plain_sig.validate().expect("valid"), &p_data, &p_indices).expect("runs"),
+        ),
+        (
+            Box::new(QuantizedKernel::compile(&quantized_sig).expect("compiles")),
+            Inputs {
+                data: &q_data,
+                indices: &q_indices,
+                scales: &q_scales,
+                zero_points: None,
+            },
+            interpret_quantized(
+                &quantized_sig.validate().expect("valid"),
+                &q_data,
+                &q_indices,
+                &q_scales,
+                None,
+            )
+            .expect("runs"),
+        ),
+    ];
+    let expected_shapes: [&[usize]; 2] = [&[4, 3], &[2, 5, 64]];
+    for ((kernel, inputs, expected), shape) in kernels.iter().zip(expected_shapes) {
+        assert_eq!(kernel.output_shape(), shape);
+        assert_eq!(kernel.dtype(), DType::F32);
+        assert!(kernel.explain().contains(&kernel.signature_text()));
+        assert!(kernel.clif().expect("clif").contains("function"));
+        assert!(!kernel.machine_code().is_empty());
+        for threads in [1, 2] {
+            let mut output = vec![0xEE; expected.len()];
+            kernel
+                .run_inputs(*inputs, &mut output, threads)
+                .expect("runs");
+            assert!(output == *expected, "{} on {threads}", kernel.op_name());
+        }
+    }
+    let (plain, inputs, expected) = &kernels[0];
+    let mut output = vec![0; expected.len()];
+    let scales = [0u8; 4];
+    let error = plain
+        .run_inputs(
+            Inputs {
+                scales: &scales,
+                ..*inputs
+            },
+            &mut output,
+            1,
+        )
+        .expect_err("a gather takes no scales");
+    assert!(error.to_string().contains("scales"), "{error}");
+}

@@ -21,13 +21,14 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::ir::{Signature, Validated};
-use crate::kernel::{CodeShare, Kernel};
+use crate::kernel::{CodeShare, CompiledOp, Kernel};
 use crate::quant::{QuantizedKernel, QuantizedLayout, QuantizedSignature};
 use crate::specialize::Tuning;
 use shelf::{Shelf, ShelfStats, View, Views};
 
-/// A kind of kernel a [`KernelCache`] holds: how its signatures are validated and built.
-pub(crate) trait Cacheable: Sized + Send + Sync + 'static {
+/// A kind of kernel a [`KernelCache`] holds: how its signatures are validated and built (what
+/// it is once built is [`CompiledOp`]).
+pub(crate) trait Cacheable: CompiledOp + Sized + 'static {
     /// The complete key of a kernel.
     type Signature: Clone + Eq + Hash + Send + Sync + 'static;
     /// A signature that passed validation.
@@ -40,8 +41,6 @@ pub(crate) trait Cacheable: Sized + Send + Sync + 'static {
     fn build(validated: Self::Validated, started: Instant, share: &Self::Share) -> Result<Self>;
     /// Whether the kernel's code was another kernel's.
     fn reuses_code(&self) -> bool;
-    /// How long the request that built it took.
-    fn compile_time(&self) -> Duration;
     /// This thread's views of the shelves of this kind.
     fn views() -> &'static LocalKey<Views<Self>>;
 }
@@ -70,10 +69,6 @@ impl Cacheable for Kernel {
         Kernel::reuses_code(self)
     }
 
-    fn compile_time(&self) -> Duration {
-        Kernel::compile_time(self)
-    }
-
     fn views() -> &'static LocalKey<Views<Kernel>> {
         &GATHER_VIEWS
     }
@@ -94,10 +89,6 @@ impl Cacheable for QuantizedKernel {
 
     fn reuses_code(&self) -> bool {
         false
-    }
-
-    fn compile_time(&self) -> Duration {
-        QuantizedKernel::compile_time(self)
     }
 
     fn views() -> &'static LocalKey<Views<QuantizedKernel>> {

@@ -3,12 +3,14 @@
 //! One job per file:
 //! - `element.rs`: the Rust types of data and indices ([`Element`], [`IndexElement`]);
 //! - `call.rs`: the raw entry points and the driver of banded plans;
+//! - `compiled.rs`: [`CompiledOp`], what every kernel type offers whatever its op family;
 //! - `errors.rs`: the error for a rejected index, rebuilt from the indices;
 //! - `parallel.rs`: one gather split across threads;
 //! - `quantized.rs`: [`QuantizedKernel`], the quantized gathers' kernel and its calls;
 //! - `safe.rs`: the checked entry points on slices and ndarray views.
 
 mod call;
+mod compiled;
 mod element;
 mod errors;
 mod parallel;
@@ -28,6 +30,7 @@ use crate::specialize::{Plan, Tuning};
 /// The machine code of live kernels, offered to new ones whose loop nests differ at most in
 /// the outermost length (see [`Kernel::compile_shared`]).
 pub(crate) use crate::codegen::CodeShare;
+pub use compiled::{CompiledOp, Inputs};
 pub use element::{Element, IndexElement};
 pub use parallel::PARALLEL_MIN_BYTES;
 pub use quantized::QuantizedKernel;
