@@ -15,7 +15,8 @@ use crate::hugepages;
 use crate::opargs::{OpArgs, OpKind, SignatureArgs, parse_count};
 use crate::progress::{self, Progress};
 use crate::random::{self, XorShift};
-use crate::report::{bytes_moved, gbps, human_time, measure, nanos};
+use crate::report::bytes_moved;
+use crate::timing::{gbps, human_time, measure, measure_each, nanos};
 
 /// Time a kernel on seeded random data with random valid indices.
 ///
@@ -109,20 +110,6 @@ fn split(chunks: &[Mutex<(&mut [u8], usize)>], write: impl Fn(&mut [u8], usize) 
         let (d, at) = &mut *chunk;
         write(d, *at);
     });
-}
-
-/// The median in nanoseconds of `f`'s time, one call per sample, for at most `samples` samples
-/// or `budget` (at least three samples).
-fn measure_each(budget: Duration, samples: usize, mut f: impl FnMut()) -> f64 {
-    let started = Instant::now();
-    let mut times = Vec::with_capacity(samples);
-    while times.len() < samples && (times.len() < 3 || started.elapsed() < budget) {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed().as_nanos() as f64);
-    }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
 }
 
 /// The tuning the flags ask for.

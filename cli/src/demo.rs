@@ -6,8 +6,8 @@ use clap::Args;
 use gather_jit::{DType, Flavor, IndexType, Signature};
 
 use crate::failure::Result;
-use crate::layer;
 use crate::opargs::parse_count;
+use crate::openvino;
 use crate::progress::Progress;
 use crate::random::XorShift;
 use crate::report::{self, Case, TableArgs};
@@ -41,7 +41,7 @@ pub struct DemoArgs {
 pub fn main(args: &DemoArgs, out: &mut dyn Write) -> Result<()> {
     let mut rng = XorShift::new(args.seed);
     let examples = spec_examples();
-    let layers = layer::parse(SEED_LAYERS, None, None)?.layers;
+    let layers = openvino::parse(SEED_LAYERS, None, None)?.layers;
     let progress = Progress::new("demo", (examples.len() + layers.len() + 1) as u64);
     let mut rows = Vec::new();
     for case in examples {

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::failure::Result;
 use crate::opargs::{OpArgs, OpKind, SignatureArgs};
-use crate::report::{human_time, nanos};
+use crate::timing::{human_time, nanos};
 
 /// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code.
 ///

@@ -34,11 +34,13 @@ mod model;
 mod npy;
 mod npz;
 mod opargs;
+mod openvino;
 mod progress;
 mod quantized;
 mod random;
 mod report;
 mod run;
+mod timing;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

@@ -20,7 +20,7 @@ use crate::npy::{self, Array, ElementType};
 use crate::npz::{ArrayPath, read_array, write_array};
 use crate::opargs::OpArgs;
 use crate::random::XorShift;
-use crate::report::{human_time, measure, nanos};
+use crate::timing::{human_time, measure, nanos};
 
 /// The logical (dequantized) data shape of stored `uint8` data of `stored` shape.
 ///

@@ -15,6 +15,7 @@ use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::progress::Progress;
 use crate::random::XorShift;
+use crate::timing::{gbps, human_time, measure, nanos};
 
 /// Inputs for one row: a signature, its buffers, and optionally the output a spec prints.
 pub struct Case {
@@ -218,88 +219,6 @@ fn time_warm_calls(kernel: &Kernel, case: &Case, output: &mut [u8]) -> Duration 
         let _ = kernel.run_bytes(&case.data, &case.indices, black_box(&mut *output));
     });
     Duration::from_nanos(stats.median.round() as u64)
-}
-
-/// Per-call statistics of a measured function.
-pub struct Stats {
-    /// Median nanoseconds per call (the 50th percentile).
-    pub median: f64,
-    /// 90th percentile of the samples, nanoseconds per call.
-    pub p90: f64,
-    /// 99th percentile of the samples, nanoseconds per call.
-    pub p99: f64,
-    /// Fastest sample, nanoseconds per call.
-    pub min: f64,
-    /// Slowest sample, nanoseconds per call.
-    pub max: f64,
-    /// Number of samples.
-    pub samples: usize,
-    /// Calls per sample.
-    pub calls_per_sample: u64,
-}
-
-/// Times `f` for about `budget` (at least 5 samples, at most 10 000). Each sample runs `f`
-/// enough times to take ~10 µs, so the clock's own cost does not dominate short calls.
-pub fn measure(budget: Duration, mut f: impl FnMut()) -> Stats {
-    f(); // Warm caches and pages.
-    let t = Instant::now();
-    f();
-    let once = t.elapsed().as_nanos().max(1) as u64;
-    let calls_per_sample = (10_000 / once).clamp(1, 10_000);
-    let mut per_call = Vec::new();
-    let started = Instant::now();
-    while per_call.len() < 5 || (per_call.len() < 10_000 && started.elapsed() < budget) {
-        let t = Instant::now();
-        for _ in 0..calls_per_sample {
-            f();
-        }
-        per_call.push(t.elapsed().as_nanos() as f64 / calls_per_sample as f64);
-    }
-    per_call.sort_by(f64::total_cmp);
-    Stats {
-        median: per_call[per_call.len() / 2],
-        p90: percentile(&per_call, 90),
-        p99: percentile(&per_call, 99),
-        min: per_call[0],
-        max: per_call[per_call.len() - 1],
-        samples: per_call.len(),
-        calls_per_sample,
-    }
-}
-
-/// The `p`th percentile of `sorted` (not empty) by the nearest-rank rule: the smallest sample
-/// that at least `p`% of the samples do not exceed.
-fn percentile(sorted: &[f64], p: usize) -> f64 {
-    let rank = (sorted.len() * p).div_ceil(100).max(1);
-    sorted[rank.min(sorted.len()) - 1]
-}
-
-/// Whole-number nanoseconds of `d`, saturating.
-pub fn nanos(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
-}
-
-/// `850 ns`, `12.3 µs`, `4.56 ms`, `1.23 s`.
-pub fn human_time(d: Duration) -> String {
-    let ns = d.as_nanos() as f64;
-    if ns < 1e3 {
-        format!("{ns:.0} ns")
-    } else if ns < 1e6 {
-        format!("{:.1} µs", ns / 1e3)
-    } else if ns < 1e9 {
-        format!("{:.2} ms", ns / 1e6)
-    } else {
-        format!("{:.2} s", ns / 1e9)
-    }
-}
-
-/// Gigabytes (10^9 bytes) per second, 0 for a zero time.
-pub fn gbps(bytes: u64, d: Duration) -> f64 {
-    if d.is_zero() {
-        0.0
-    } else {
-        bytes as f64 / d.as_nanos() as f64
-    }
 }
 
 /// `[2, 3]` without spaces: `[2,3]`.

@@ -16,7 +16,7 @@ use crate::npy::{self, Array, ElementType};
 use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
 use crate::opargs::{OpArgs, OpKind};
 use crate::quantized;
-use crate::report::{human_time, nanos};
+use crate::timing::{human_time, nanos};
 
 /// Run a gather on .npy or .npz files and write the output as .npy or .npz.
 ///
