@@ -10,7 +10,7 @@ use crate::opargs::parse_count;
 use crate::openvino;
 use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, Case, TableArgs};
+use crate::report::{self, Case, Check, TableArgs};
 
 /// The four `<layer>` examples of the seed specs (GatherND-8 x3, Gather-1), verbatim.
 const SEED_LAYERS: &str = include_str!("../../examples/seed_layers.xml");
@@ -45,7 +45,7 @@ pub fn main(args: &DemoArgs, out: &mut dyn Write) -> Result<()> {
     let progress = Progress::new("demo", (examples.len() + layers.len() + 1) as u64);
     let mut rows = Vec::new();
     for case in examples {
-        rows.push(report::run_case_with(&case, &progress)?);
+        rows.push(report::run_case_with(&case, Check::Interpreter, &progress)?);
     }
     // Each random case is made, run and dropped in turn, so that only one case's buffers
     // (at most 0.4 GB, the Gather-1 layer's two outputs) are alive at a time.
@@ -53,12 +53,14 @@ pub fn main(args: &DemoArgs, out: &mut dyn Write) -> Result<()> {
         progress.start(format!("{}: random inputs", spec.label));
         rows.push(report::run_case_with(
             &spec.random_case(&mut rng)?,
+            Check::Interpreter,
             &progress,
         )?);
     }
     progress.start("embedding lookup: random inputs");
     rows.push(report::run_case_with(
         &embedding_lookup(&mut rng)?,
+        Check::Interpreter,
         &progress,
     )?);
     drop(progress);

@@ -13,7 +13,7 @@ use crate::opargs::{parse_count, parse_dtype, parse_index_type, parse_integer};
 use crate::openvino::{Defaults, bin_path, parse};
 use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, TableArgs};
+use crate::report::{self, Check, TableArgs};
 
 /// Check and run the gather layers of an OpenVINO IR XML file.
 ///
@@ -30,7 +30,8 @@ else --axis.
 
 Examples:
   gather-jit layer examples/seed_layers.xml
-  gather-jit layer model.xml --axis 0 --json"
+  gather-jit layer model.xml --axis 0 --json
+  gather-jit layer big_model.xml --no-check"
 )]
 pub struct LayerArgs {
     /// The IR file (`model.xml`, or a file of bare `<layer>` elements)
@@ -47,6 +48,11 @@ pub struct LayerArgs {
     /// Seed of the random data and indices
     #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
+    /// Do not run the reference interpreter: only compile, run and time the JIT (a large
+    /// layer spends nearly all its time in the interpreter); the report says the check was
+    /// skipped
+    #[arg(long)]
+    pub no_check: bool,
     #[command(flatten)]
     pub table: TableArgs,
 }
@@ -103,6 +109,11 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
         }
         return Err(Failure::usage(last.one_line()));
     }
+    let check = if args.no_check {
+        Check::Skip
+    } else {
+        Check::Interpreter
+    };
     let mut rng = XorShift::new(args.seed);
     let progress = Progress::new("layer", parsed.layers.len() as u64);
     let rows = parsed
@@ -110,7 +121,7 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
         .iter()
         .map(|layer| {
             progress.start(format!("{}: random inputs", layer.label));
-            report::run_case_with(&layer.random_case(&mut rng)?, &progress)
+            report::run_case_with(&layer.random_case(&mut rng)?, check, &progress)
         })
         .collect::<Result<Vec<_>>>()?;
     drop(progress);

@@ -62,6 +62,8 @@ pub enum Agreement {
     YesWithSpec,
     /// They differ.
     No,
+    /// The interpreter was not run (`layer --no-check`).
+    NotChecked,
 }
 
 impl Agreement {
@@ -70,6 +72,7 @@ impl Agreement {
             Agreement::Yes => "yes",
             Agreement::YesWithSpec => "yes (= spec)",
             Agreement::No => "NO",
+            Agreement::NotChecked => "not checked",
         }
     }
 }
@@ -92,8 +95,8 @@ pub struct Row {
     pub compile: Duration,
     /// Median time of one warm JIT call.
     pub jit: Duration,
-    /// Time of one interpreter run.
-    pub interp: Duration,
+    /// Time of one interpreter run (none when it was not run).
+    pub interp: Option<Duration>,
     /// Bytes read and written by one call (see [`bytes_moved`]).
     pub bytes_moved: u64,
     /// The verdict.
@@ -111,23 +114,34 @@ pub fn bytes_moved(plan: &Plan) -> u64 {
 /// How long the warm JIT calls of one row may take in all.
 const TIMING_BUDGET: Duration = Duration::from_millis(50);
 
+/// Whether a case's output is checked against the reference interpreter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Run the interpreter too and compare.
+    Interpreter,
+    /// Only the JIT (`layer --no-check`: a large layer spends nearly all its time in the
+    /// interpreter).
+    Skip,
+}
+
 /// [`run_case`] as a step of `progress`, named after the case.
 ///
 /// # Errors
 /// As [`run_case`].
-pub fn run_case_with(case: &Case, progress: &Progress) -> Result<Row> {
+pub fn run_case_with(case: &Case, check: Check, progress: &Progress) -> Result<Row> {
     progress.start(case.label.clone());
-    let row = run_case(case);
+    let row = run_case(case, check);
     progress.done();
     row
 }
 
-/// Compiles and runs `case` through the JIT and the interpreter and compares them.
+/// Compiles and runs `case` through the JIT and, unless `check` is [`Check::Skip`], the
+/// interpreter, and compares them.
 ///
 /// # Errors
-/// The signature's validation error, or an output too large for memory (exit 2), naming the
-/// case.
-pub fn run_case(case: &Case) -> Result<Row> {
+/// The signature's validation error, an output too large for memory, or (unchecked) an error
+/// of the JIT (exit 2), naming the case.
+pub fn run_case(case: &Case, check: Check) -> Result<Row> {
     let sig = &case.signature;
     let kernel = Kernel::compile(sig).map_err(|e| Failure::from(e).context(&case.label))?;
     let validated = kernel.validated();
@@ -137,6 +151,11 @@ pub fn run_case(case: &Case) -> Result<Row> {
     let mut output =
         buffer::zeroed(output_bytes, "the JIT's output").map_err(|e| e.context(&case.label))?;
     let jit_result = kernel.run_bytes(&case.data, &case.indices, &mut output);
+    if check == Check::Skip {
+        jit_result.map_err(|e| Failure::from(e).context(&case.label))?;
+        let verdict = (Agreement::NotChecked, None);
+        return Ok(row(case, &kernel, Some(&mut output), None, verdict));
+    }
     let started = Instant::now();
     let interp_result = interpret(validated, &case.data, &case.indices);
     let interp = started.elapsed();
@@ -177,12 +196,29 @@ pub fn run_case(case: &Case) -> Result<Row> {
         ),
     };
 
-    let jit = if jit_result.is_ok() {
-        time_warm_calls(&kernel, case, &mut output)
-    } else {
-        Duration::ZERO
-    };
-    Ok(Row {
+    // Warm calls are timed only where the first one succeeded.
+    let output = jit_result.is_ok().then_some(&mut output[..]);
+    Ok(row(
+        case,
+        &kernel,
+        output,
+        Some(interp),
+        (agreement, detail),
+    ))
+}
+
+/// The row of `case`, its warm calls timed on `output` (if any), with the verdict and what
+/// differs.
+fn row(
+    case: &Case,
+    kernel: &Kernel,
+    output: Option<&mut [u8]>,
+    interp: Option<Duration>,
+    (agreement, detail): (Agreement, Option<String>),
+) -> Row {
+    let sig = &case.signature;
+    let validated = kernel.validated();
+    Row {
         label: case.label.clone(),
         op: sig.op.to_string(),
         data_shape: sig.data_shape.clone(),
@@ -190,12 +226,14 @@ pub fn run_case(case: &Case) -> Result<Row> {
         output_shape: validated.output_shape().to_vec(),
         types: format!("{}/{}", sig.dtype, sig.index_type),
         compile: kernel.compile_time(),
-        jit,
+        jit: output.map_or(Duration::ZERO, |output| {
+            time_warm_calls(kernel, case, output)
+        }),
         interp,
         bytes_moved: bytes_moved(kernel.plan()),
         agreement,
         detail,
-    })
+    }
 }
 
 fn outcome(result: std::result::Result<(), &gather_jit::Error>) -> String {
@@ -271,7 +309,7 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row], wide: bool) -> io::Result<
                 r.types.clone(),
                 human_time(r.compile),
                 human_time(r.jit),
-                human_time(r.interp),
+                r.interp.map_or_else(|| "-".to_string(), human_time),
                 format!("{:.2}", gbps(r.bytes_moved, r.jit)),
                 r.agreement.text().to_string(),
             ]
@@ -342,6 +380,12 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row], wide: bool) -> io::Result<
             writeln!(out, "{}: {detail}", row.label)?;
         }
     }
+    if rows.iter().any(|r| r.agreement == Agreement::NotChecked) {
+        writeln!(
+            out,
+            "(the reference interpreter was not run: --no-check; agreement not checked)"
+        )?;
+    }
     Ok(())
 }
 
@@ -368,10 +412,12 @@ pub fn rows_json(rows: &[Row]) -> Value {
                     "types": r.types,
                     "compile_ns": nanos(r.compile),
                     "jit_ns": nanos(r.jit),
-                    "interp_ns": nanos(r.interp),
+                    "interp_ns": r.interp.map(nanos),
                     "bytes_moved": r.bytes_moved,
                     "gbps": gbps(r.bytes_moved, r.jit),
-                    "agree": r.agreement != Agreement::No,
+                    "checked": r.agreement != Agreement::NotChecked,
+                    "agree": (r.agreement != Agreement::NotChecked)
+                        .then_some(r.agreement != Agreement::No),
                     "detail": r.detail,
                 })
             })
