@@ -2,20 +2,20 @@
 
 use std::hint::black_box;
 use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::{Kernel, KernelCache, Tuning};
+use gather_jit::{Flavor, KernelCache, Tuning};
 use serde_json::json;
 
-use crate::buffer;
-use crate::failure::{Result, eprint_line};
+use crate::failure::{Failure, Result, eprint_line};
 use crate::hugepages;
-use crate::opargs::{OpArgs, OpKind, SignatureArgs, parse_count};
+use crate::op_kernel::{Inputs, OpSignature};
+use crate::opargs::{OpArgs, SignatureArgs, parse_count};
 use crate::progress::{self, Progress};
+use crate::quantized;
 use crate::random::{self, XorShift};
-use crate::report::bytes_moved;
 use crate::timing::{gbps, human_time, measure, measure_each, nanos};
 
 /// Time a kernel on seeded random data with random valid indices.
@@ -36,7 +36,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     signature: SignatureArgs,
     /// Split each call's outermost loop into N parts (Kernel::run_bytes_parallel); the memcpy
-    /// and the fill are split into as many parts, run on the same threads
+    /// and the fill are split into as many parts, run on the same threads. The quantized ops
+    /// have no parallel call yet: more than 1 is refused for them
     #[arg(long, default_value_t = 1, allow_hyphen_values = true,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: u32,
@@ -127,58 +128,79 @@ fn tuning(args: &BenchArgs) -> Tuning {
     }
 }
 
+/// Refuses the flags a quantized op cannot honour: more than one thread (its kernel has no
+/// parallel call yet) and the banding of the plain gathers.
+fn refuse_for_quantized(args: &BenchArgs, sig: &OpSignature) -> Result<()> {
+    if !matches!(sig, OpSignature::Quantized(_)) {
+        return Ok(());
+    }
+    let op = format!("--op {}", args.op.kind()?.flag());
+    if args.threads > 1 {
+        return Err(Failure::usage(format!(
+            "--threads {} is not supported with {op} yet: its kernel has no parallel call, \
+             so it runs on one thread (drop --threads)",
+            args.threads
+        )));
+    }
+    let tuned = [
+        ("--no-bands", args.no_bands),
+        ("--band-scratch-kib", args.band_scratch_kib.is_some()),
+        ("--band-max-rows", args.band_max_rows.is_some()),
+    ];
+    if let Some((flag, _)) = tuned.into_iter().find(|&(_, given)| given) {
+        return Err(Failure::usage(format!(
+            "{flag} tunes the banding of the plain gathers; {op} has none"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `gather-jit bench`.
 ///
 /// # Errors
-/// An invalid signature, no valid index, buffers too large for memory, a thread that cannot be
-/// started (status 2).
+/// An invalid signature, a flag the op cannot honour, no valid index, buffers too large for
+/// memory, a thread that cannot be started (status 2).
 pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
-    if args.op.kind().is_ok_and(OpKind::is_quantized) {
-        let s = &args.signature;
-        let settings = crate::quantized::BenchSettings {
-            budget: Duration::from_millis(args.time_ms),
-            seed: args.seed,
-            json: args.json,
-        };
-        return crate::quantized::bench(
-            &args.op,
-            (&s.data_shape.0, &s.indices_shape.0),
-            (s.dtype, s.index_type),
-            &settings,
-            out,
-        );
-    }
     let sig = args.signature.signature(&args.op)?;
-    let validated = sig.validate()?;
+    refuse_for_quantized(args, &sig)?;
+    let validation = sig.validate()?;
+    let layout = validation.layout();
     let tuning = tuning(args);
     if let Some(compiles) = args.compile_only {
         for _ in 0..compiles {
-            black_box(Kernel::compile_tuned(black_box(&sig), tuning)?);
+            black_box(sig.compile(tuning)?);
         }
         return Ok(());
     }
     let progress = Progress::new("bench", 6);
     // Every buffer is made before anything is timed, so that one too large for memory fails
-    // at once. The random draws keep their order: data, indices, the memcpy's source.
+    // at once. The random draws keep their order: data, indices, (scales, zero points,) the
+    // memcpy's source.
     progress.start("random data and indices, and the memcpy's buffers");
     let mut rng = XorShift::new(args.seed);
     let huge = !args.no_huge_pages;
     let data_offset = args.data_offset as usize;
-    let data_bytes = buffer::byte_len(validated.data_len(), sig.dtype.size(), "data")?;
+    let data_bytes = layout.data_bytes()?;
     let mut data_buffer =
         hugepages::zeroed(data_offset.saturating_add(data_bytes), huge, "the data")?;
     rng.fill(&mut data_buffer[data_offset..]);
+    if let Some(quantized) = layout.quantized() {
+        quantized::finite_block_scales(quantized, &mut data_buffer[data_offset..]);
+    }
     let data = &data_buffer[data_offset..];
-    let indices_bytes =
-        buffer::byte_len(validated.indices_len(), sig.index_type.size(), "indices")?;
+    let indices_bytes = layout.indices_bytes()?;
     let mut indices = hugepages::with_capacity(indices_bytes, huge, "the indices")?;
-    random::push_valid_indices(
-        &validated,
+    random::push_valid_op_indices(
+        layout,
         &mut rng,
         args.index_limit.unwrap_or(u64::MAX),
         &mut indices,
     )?;
-    let output_bytes = buffer::byte_len(validated.output_len(), sig.dtype.size(), "the output")?;
+    let (scales, zero_points) = match layout.quantized() {
+        Some(quantized) => quantized::random_scales(quantized, &mut rng)?,
+        None => (Vec::new(), None),
+    };
+    let output_bytes = layout.output_bytes()?;
     let output_offset = args.output_offset as usize;
     let mut output_buffer = hugepages::zeroed(
         output_offset.saturating_add(output_bytes),
@@ -195,52 +217,56 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let cache = KernelCache::new(16);
     let started = Instant::now();
     let kernel = if tuning != Tuning::default() {
-        Arc::new(Kernel::compile_tuned(&sig, tuning)?)
+        sig.compile(tuning)?
     } else {
-        cache.get(&sig)?
+        sig.cached(&cache)?
     };
     let first_compile = started.elapsed();
     // A cold cache in a warm process: fresh compiles of the same signature (the first one
     // above also paid for building the ISA and Cranelift's per-thread state).
     let compile = measure_each(budget.min(Duration::from_millis(200)), 51, || {
-        black_box(Kernel::compile_tuned(black_box(&sig), tuning).is_ok());
+        black_box(sig.compile(black_box(tuning)).is_ok());
     });
     // A new shape of a known op (another batch or sequence length): what a cache miss
     // costs when a live kernel's code fits, here the signature's own code. (Sharing uses the
-    // default tuning only.)
-    let shared_code = if tuning == Tuning::default() {
-        let code_holder = Kernel::compile_shared(&sig)?;
-        let median = measure_each(budget.min(Duration::from_millis(50)), 51, || {
-            black_box(Kernel::compile_shared(black_box(&sig)).is_ok());
-        });
-        drop(code_holder);
-        Some(median)
-    } else {
-        None
+    // default tuning only, and the plain gathers only.)
+    let shared_code = match sig.compile_shared().filter(|_| tuning == Tuning::default()) {
+        Some(code_holder) => {
+            let code_holder = code_holder?;
+            let median = measure_each(budget.min(Duration::from_millis(50)), 51, || {
+                black_box(sig.compile_shared().is_some_and(|k| k.is_ok()));
+            });
+            drop(code_holder);
+            Some(median)
+        }
+        None => None,
     };
     progress.done();
     progress.start("cache hits");
     let cache_hit = measure(budget.min(Duration::from_millis(50)), || {
-        black_box(cache.get(black_box(&sig)).is_ok());
+        black_box(sig.cached(black_box(&cache)).is_ok());
     });
     let cache_hit_lent = measure(budget.min(Duration::from_millis(50)), || {
-        black_box(
-            cache
-                .with(black_box(&sig), |kernel| black_box(kernel).code_bytes())
-                .is_ok(),
-        );
+        black_box(sig.lent_code_bytes(black_box(&cache)).is_ok());
     });
 
     let threads = u64::from(args.threads);
     let threads_used = kernel.parallel_parts(threads as usize) as u64;
     let output = &mut output_buffer[output_offset..];
+    let inputs = Inputs {
+        data,
+        indices: &indices,
+        scales: &scales,
+        zero_points: zero_points.as_deref(),
+    };
     progress.done();
     progress.start("the kernel");
-    kernel.run_bytes_parallel(data, &indices, output, threads as usize)?;
+    kernel
+        .run_parallel(&inputs, output, threads as usize)
+        .map_err(|e| sig.index_failure(e))?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
-        let _ =
-            kernel.run_bytes_parallel(data, &indices, black_box(&mut *output), threads as usize);
+        let _ = kernel.run_parallel(&inputs, black_box(&mut *output), threads as usize);
     });
     progress.done();
     progress.start("memcpy of the output's size");
@@ -258,7 +284,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     drop(copy_chunks);
     drop(progress);
 
-    let moved = bytes_moved(kernel.plan());
+    let moved = kernel.bytes_moved();
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
     let jit_gbps = gbps(moved, ns(jit.median));
     let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
@@ -268,13 +294,13 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     if args.json {
         let mut json = json!({
             "signature": sig.to_string(),
-            "op": sig.op.to_string(),
-            "flavor": sig.flavor.name(),
-            "dtype": sig.dtype.name(),
-            "index_type": sig.index_type.name(),
-            "data_shape": sig.data_shape,
-            "indices_shape": sig.indices_shape,
-            "output_shape": validated.output_shape(),
+            "op": sig.op_text(),
+            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
+            "dtype": sig.dtype().name(),
+            "index_type": sig.index_type().name(),
+            "data_shape": sig.data_shape(),
+            "indices_shape": sig.indices_shape(),
+            "output_shape": layout.output_shape(),
             "seed": args.seed,
             "index_limit": args.index_limit,
             "huge_pages": huge,
@@ -312,21 +338,31 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         json["p50_ns"] = jit.median.into();
         json["p90_ns"] = jit.p90.into();
         json["p99_ns"] = jit.p99.into();
+        // The quantized ops' own buffers, beside the keys every op has.
+        if let Some(quantized) = layout.quantized() {
+            json["data_bytes_shape"] = quantized.data_bytes_shape().into();
+            json["scales_shape"] = quantized.scales_shape().into();
+            json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
+        }
         progress::note_debug_timings();
         outln!(out, "{json}");
         return Ok(());
     }
     outln!(out, "signature     {sig}");
-    outln!(out, "output shape  {:?}", validated.output_shape());
+    outln!(out, "output shape  {:?}", layout.output_shape());
     if let Some(limit) = args.index_limit {
         outln!(out, "indices       all below {limit} (a corner of data)");
     }
+    let shared = match shared_code {
+        Some(median) => human_time(ns(median)),
+        None if tuning != Tuning::default() => "n/a (tuned)".to_string(),
+        None => "n/a (no code sharing for this op)".to_string(),
+    };
     outln!(
         out,
-        "compile       {} median, first {}, on shared code {} (cache hit {}, lent {})",
+        "compile       {} median, first {}, on shared code {shared} (cache hit {}, lent {})",
         human_time(ns(compile)),
         human_time(first_compile),
-        shared_code.map_or("n/a (tuned)".to_string(), |median| human_time(ns(median))),
         human_time(ns(cache_hit.median)),
         human_time(ns(cache_hit_lent.median))
     );
@@ -363,7 +399,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         eprint_line(format_args!(
             "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
              has {} iteration(s)), so {threads_used} thread(s) were used",
-            kernel.outer_extent(),
+            kernel.outer_extent().unwrap_or(1),
         ));
     }
     Ok(())

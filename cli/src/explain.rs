@@ -3,11 +3,12 @@
 use std::io::Write;
 
 use clap::Args;
-use gather_jit::Kernel;
-use serde_json::json;
+use gather_jit::specialize::Plan;
+use gather_jit::{Flavor, Tuning};
+use serde_json::{Value, json};
 
 use crate::failure::Result;
-use crate::opargs::{OpArgs, OpKind, SignatureArgs};
+use crate::opargs::{OpArgs, SignatureArgs};
 use crate::timing::{human_time, nanos};
 
 /// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code.
@@ -19,7 +20,8 @@ use crate::timing::{human_time, nanos};
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit explain --op gather-nd --data-shape 2x3x4 --indices-shape 2x1 --dtype f32 --index-type i64
-  gather-jit explain --flavor openvino-gather1 --axis 1 --data-shape 6x12x10x24 --indices-shape 15x4x20x28 --json")]
+  gather-jit explain --flavor openvino-gather1 --axis 1 --data-shape 6x12x10x24 --indices-shape 15x4x20x28 --json
+  gather-jit explain --op gather-gguf --format q4_0 --data-shape 32000x4096 --indices-shape 8")]
 pub struct ExplainArgs {
     #[command(flatten)]
     op: OpArgs,
@@ -35,91 +37,61 @@ pub struct ExplainArgs {
 /// # Errors
 /// An invalid signature (status 2).
 pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
-    if args.op.kind().is_ok_and(OpKind::is_quantized) {
-        let s = &args.signature;
-        return crate::quantized::explain(
-            &args.op,
-            (&s.data_shape.0, &s.indices_shape.0),
-            (s.dtype, s.index_type),
-            args.json,
-            out,
-        );
-    }
     let sig = args.signature.signature(&args.op)?;
-    let kernel = Kernel::compile(&sig)?;
-    let plan = kernel.plan();
+    let kernel = sig.compile(Tuning::default())?;
+    let layout = kernel.layout();
     let clif = kernel.clif()?;
-    let validated = kernel.validated();
+    let facts = kernel.facts();
     if args.json {
-        let loops: Vec<_> = plan
-            .loops
-            .iter()
-            .map(|l| {
-                json!({
-                    "extent": l.extent,
-                    "data_stride": l.data_stride,
-                    "indices_stride": l.indices_stride,
-                    "output_stride": l.output_stride,
-                })
-            })
-            .collect();
-        let coordinates: Vec<_> = plan
-            .lookup
-            .coordinates
-            .iter()
-            .map(|c| {
-                json!({
-                    "index_offset": c.index_offset,
-                    "dim_size": c.dim_size,
-                    "data_stride": c.data_stride,
-                })
-            })
-            .collect();
-        let json = json!({
+        let mut json = json!({
             "signature": sig.to_string(),
-            "op": sig.op.to_string(),
-            "flavor": sig.flavor.name(),
-            "policy": sig.policy.to_string(),
-            "dtype": sig.dtype.name(),
-            "index_type": sig.index_type.name(),
-            "data_shape": sig.data_shape,
-            "indices_shape": sig.indices_shape,
-            "output_shape": validated.output_shape(),
-            "resolved_op": format!("{:?}", validated.op()),
-            "plan": {
-                "text": plan.to_string(),
-                "loops": loops,
-                "coordinates": coordinates,
-                "slice_bytes": plan.lookup.slice_bytes,
-                "band": plan.band.map(|band| serde_json::json!({
-                    "rows": band.rows,
-                    "row_stride": band.row_stride,
-                    "row_bytes": band.row_bytes,
-                })),
-                "lookups": plan.lookups(),
-                "data_bytes": plan.data_bytes,
-                "indices_bytes": plan.indices_bytes,
-                "output_bytes": plan.output_bytes,
-            },
+            "op": sig.op_text(),
+            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
+            "policy": sig.policy().to_string(),
+            "dtype": sig.dtype().name(),
+            "index_type": sig.index_type().name(),
+            "data_shape": sig.data_shape(),
+            "indices_shape": sig.indices_shape(),
+            "output_shape": layout.output_shape(),
+            "output_bytes": layout.output_bytes()?,
+            "resolved_op": kernel.resolved_op(),
+            "plan": kernel.plan().map(plan_json),
             "outer_extent": kernel.outer_extent(),
             "clif": clif,
             "code_bytes": kernel.code_bytes(),
             "compile_ns": nanos(kernel.compile_time()),
             "disassembly": disassemble(kernel.machine_code()),
         });
+        if let Some(quantized) = layout.quantized() {
+            json["data_bytes_shape"] = quantized.data_bytes_shape().into();
+            json["scales_shape"] = quantized.scales_shape().into();
+            json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
+        }
         outln!(out, "{json}");
         return Ok(());
     }
-    outln!(out, "signature:     {sig}");
-    outln!(out, "resolved:      {:?}", validated.op());
-    outln!(out, "output shape:  {:?}", validated.output_shape());
-    outln!(out, "compile time:  {}", human_time(kernel.compile_time()));
-    outln!(out, "machine code:  {} bytes", kernel.code_bytes());
-    outln!(out);
-    outln!(out, "{plan}");
-    outln!(out);
-    outln!(out, "Cranelift IR (before optimisation):");
-    outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
+    let line = |label: &str| format!("{:<15}", format!("{label}:"));
+    outln!(out, "{}{sig}", line("signature"));
+    for (label, value) in &facts {
+        outln!(out, "{}{value}", line(label));
+    }
+    outln!(out, "{}{:?}", line("output shape"), layout.output_shape());
+    outln!(
+        out,
+        "{}{}",
+        line("compile time"),
+        human_time(kernel.compile_time())
+    );
+    outln!(out, "{}{} bytes", line("machine code"), kernel.code_bytes());
+    if let Some(plan) = kernel.plan() {
+        outln!(out);
+        outln!(out, "{plan}");
+    }
+    if let Some(clif) = &clif {
+        outln!(out);
+        outln!(out, "Cranelift IR (before optimisation):");
+        outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(clif));
+    }
     if let Some(lines) = disassemble(kernel.machine_code()) {
         outln!(out);
         outln!(out, "machine code (x86-64, AT&T syntax):");
@@ -128,6 +100,49 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The loop plan as JSON: its text, loops, index coordinates, band and buffer sizes.
+fn plan_json(plan: &Plan) -> Value {
+    let loops: Vec<_> = plan
+        .loops
+        .iter()
+        .map(|l| {
+            json!({
+                "extent": l.extent,
+                "data_stride": l.data_stride,
+                "indices_stride": l.indices_stride,
+                "output_stride": l.output_stride,
+            })
+        })
+        .collect();
+    let coordinates: Vec<_> = plan
+        .lookup
+        .coordinates
+        .iter()
+        .map(|c| {
+            json!({
+                "index_offset": c.index_offset,
+                "dim_size": c.dim_size,
+                "data_stride": c.data_stride,
+            })
+        })
+        .collect();
+    json!({
+        "text": plan.to_string(),
+        "loops": loops,
+        "coordinates": coordinates,
+        "slice_bytes": plan.lookup.slice_bytes,
+        "band": plan.band.map(|band| json!({
+            "rows": band.rows,
+            "row_stride": band.row_stride,
+            "row_bytes": band.row_bytes,
+        })),
+        "lookups": plan.lookups(),
+        "data_bytes": plan.data_bytes,
+        "indices_bytes": plan.indices_bytes,
+        "output_bytes": plan.output_bytes,
+    })
 }
 
 /// One line per instruction, `offset: instruction`; `None` where there is no disassembler.

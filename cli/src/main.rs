@@ -12,6 +12,10 @@
 //! flags, files, signatures or indices and for buffers too large for memory (one line on
 //! stderr, never an abort), 1 when the JIT and the interpreter disagree (a bug in the crate).
 //!
+//! `run`, `explain` and `bench` take every op, plain or quantized, through one path each: the
+//! one place that tells the op families apart is [`mod@op_kernel`] (and, for the quantized
+//! ops' packed inputs, [`mod@quantized`]).
+//!
 //! The CLI uses the library's public API only; `docs/cli.md` is its user guide.
 
 /// `writeln!` to a subcommand's output that returns [`Failure::stdout`] from the function if it
@@ -33,6 +37,7 @@ mod layer;
 mod model;
 mod npy;
 mod npz;
+mod op_kernel;
 mod opargs;
 mod openvino;
 mod progress;

@@ -11,6 +11,7 @@ use gather_jit::{
 };
 
 use crate::failure::{Failure, Result};
+use crate::op_kernel::OpSignature;
 
 /// The operator, as `--op` spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -40,7 +41,7 @@ impl OpKind {
         }
     }
 
-    /// Whether the op is a quantized gather (its own inputs and path, `quantized.rs`).
+    /// Whether the op is a quantized gather (packed inputs of its own, `quantized.rs`).
     pub fn is_quantized(self) -> bool {
         matches!(self, OpKind::GatherBlockQuantized | OpKind::GatherGguf)
     }
@@ -72,9 +73,10 @@ pub struct OpArgs {
     /// The operator [default: the one the flavor defines; required for onnx and tensorrt]
     #[arg(long, value_enum)]
     pub op: Option<OpKind>,
-    /// Whose rules apply (for tensorrt the mode follows --op)
-    #[arg(long, default_value = "onnx", value_parser = flavor_parser())]
-    pub flavor: Flavor,
+    /// Whose rules apply (for tensorrt the mode follows --op); the quantized ops take onnx or
+    /// tensorrt for their index rules [default: onnx; for the quantized ops, the op's own rule]
+    #[arg(long, value_parser = flavor_parser())]
+    pub flavor: Option<Flavor>,
     /// Axis of data to gather along (gather, gather-elements); negative counts from the rank [default: 0]
     #[arg(long, allow_hyphen_values = true, value_parser = parse_integer)]
     pub axis: Option<i64>,
@@ -103,9 +105,6 @@ pub struct OpArgs {
     /// GGUF block format (gather-gguf): q4_0 or q8_0
     #[arg(long, value_parser = parse_gguf_format)]
     pub format: Option<GgufFormat>,
-    /// explain, bench: gather-block-quantized with zero points (run: given by a ZERO_POINTS file)
-    #[arg(long)]
-    pub zero_points: bool,
 }
 
 impl OpArgs {
@@ -117,7 +116,7 @@ impl OpArgs {
         if let Some(kind) = self.op {
             return Ok(kind);
         }
-        match self.flavor {
+        match self.flavor() {
             Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => {
                 Ok(OpKind::Gather)
             }
@@ -126,9 +125,49 @@ impl OpArgs {
             // Flavors defining several operators (onnx, tensorrt) need --op.
             _ => Err(Failure::usage(format!(
                 "--op is required with --flavor {} (gather, gather-elements or gather-nd)",
-                self.flavor
+                self.flavor()
             ))),
         }
+    }
+
+    /// The flavor of the plain gathers: `--flavor`, else onnx.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor.unwrap_or(Flavor::Onnx)
+    }
+
+    /// The signature of any op on these (logical) shapes and types, `zero_points` for a
+    /// block-quantized signature with zero points (`--zero-points`).
+    ///
+    /// # Errors
+    /// As [`OpArgs::signature`] and [`OpArgs::quantization`]; `--zero-points` with an op
+    /// other than gather-block-quantized.
+    pub fn op_signature(
+        &self,
+        data_shape: &[usize],
+        indices_shape: &[usize],
+        (dtype, index_type): (DType, IndexType),
+        zero_points: bool,
+    ) -> Result<OpSignature> {
+        let kind = self.kind()?;
+        if kind.is_quantized() {
+            let quantization = self.quantization(zero_points)?;
+            let sig = self.quantized_signature(
+                quantization,
+                data_shape,
+                indices_shape,
+                dtype,
+                index_type,
+            )?;
+            return Ok(OpSignature::Quantized(sig));
+        }
+        if zero_points {
+            return Err(Failure::usage(format!(
+                "--zero-points does not apply to --op {} (it has no such input)",
+                kind.flag()
+            )));
+        }
+        let sig = self.signature(data_shape, indices_shape, dtype, index_type)?;
+        Ok(OpSignature::Plain(sig))
     }
 
     /// The quantized gather's storage form and attributes, with zero points if `zero_points`.
@@ -196,8 +235,12 @@ impl OpArgs {
         }
     }
 
-    /// The quantized signature on these shapes (`data_shape` logical) and types, with the
-    /// `--negative` / `--oob` overrides (not yet validated).
+    /// The quantized signature on these shapes (`data_shape` logical) and types (not yet
+    /// validated). Its index rule is the op's own (ONNX Runtime's, llama.cpp's), or that of
+    /// `--flavor` where given, with the `--negative` / `--oob` overrides.
+    ///
+    /// # Errors
+    /// A flavor that names one OpenVINO operator.
     pub fn quantized_signature(
         &self,
         quantization: Quantization,
@@ -205,7 +248,7 @@ impl OpArgs {
         indices_shape: &[usize],
         dtype: DType,
         index_type: IndexType,
-    ) -> QuantizedSignature {
+    ) -> Result<QuantizedSignature> {
         let sig = match quantization {
             Quantization::Block(q) => {
                 QuantizedSignature::block_quantized(data_shape, indices_shape, q)
@@ -219,7 +262,17 @@ impl OpArgs {
                 sig
             }
         };
-        let mut policy = sig.policy;
+        let mut policy = match self.flavor {
+            None => sig.policy,
+            Some(flavor @ (Flavor::Onnx | Flavor::TensorRt)) => flavor.default_policy(),
+            Some(other) => {
+                return Err(Failure::usage(format!(
+                    "--flavor {other} names one OpenVINO operator, not {}: the quantized ops \
+                     take --flavor onnx or tensorrt (their index rules), or none (the op's own)",
+                    sig.op_name()
+                )));
+            }
+        };
         if let Some(negative) = self.negative {
             policy.negative = match negative {
                 Negative::Wrap => NegativeIndices::Wrap,
@@ -233,9 +286,10 @@ impl OpArgs {
                 Oob::Clamp => OutOfRange::Clamp,
             };
         }
-        sig.with_policy(policy)
+        Ok(sig
+            .with_policy(policy)
             .with_dtype(dtype)
-            .with_index_type(index_type)
+            .with_index_type(index_type))
     }
 
     /// Whether a quantized-only flag was given (an error with the other ops).
@@ -246,7 +300,6 @@ impl OpArgs {
             ("gather-axis", self.gather_axis.is_some()),
             ("quantize-axis", self.quantize_axis.is_some()),
             ("format", self.format.is_some()),
-            ("zero-points", self.zero_points),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -310,7 +363,7 @@ impl OpArgs {
         index_type: IndexType,
     ) -> Result<Signature> {
         let options = Options {
-            flavor: self.flavor,
+            flavor: self.flavor(),
             dtype,
             index_type,
             policy: None,
@@ -333,7 +386,8 @@ impl OpArgs {
     }
 }
 
-/// Shapes and types of a signature given on the command line (`explain`, `bench`).
+/// Shapes and types of a signature given on the command line (`explain`, `bench`), and whether
+/// it has zero points.
 #[derive(Args, Clone, Debug)]
 pub struct SignatureArgs {
     /// Shape of data: 2x3x4, 2,3,4 or [2,3,4] (0 is an empty dim; scalar or [] is rank 0)
@@ -350,19 +404,23 @@ pub struct SignatureArgs {
     /// OpenVINO's name (int32, int64, uint8, I64, ...)
     #[arg(long, default_value = "i64", value_parser = parse_index_type, allow_hyphen_values = true)]
     pub index_type: IndexType,
+    /// gather-block-quantized: a signature with zero points (`run` takes a ZERO_POINTS file)
+    #[arg(long)]
+    pub zero_points: bool,
 }
 
 impl SignatureArgs {
-    /// The signature these flags and `op` describe.
+    /// The signature these flags and `op` describe (`--data-shape` is the logical shape of a
+    /// quantized op's data).
     ///
     /// # Errors
-    /// As [`OpArgs::signature`].
-    pub fn signature(&self, op: &OpArgs) -> Result<Signature> {
-        op.signature(
+    /// As [`OpArgs::op_signature`].
+    pub fn signature(&self, op: &OpArgs) -> Result<OpSignature> {
+        op.op_signature(
             &self.data_shape.0,
             &self.indices_shape.0,
-            self.dtype,
-            self.index_type,
+            (self.dtype, self.index_type),
+            self.zero_points,
         )
     }
 }

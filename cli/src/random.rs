@@ -8,6 +8,7 @@ pub use gather_jit_workloads::XorShift;
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
+use crate::op_kernel::OpLayout;
 
 /// `len` random bytes: data for any element type (gather only moves bytes, so NaN patterns in
 /// float data are fine; agreement is checked byte for byte). `what` names the buffer in an
@@ -92,6 +93,25 @@ pub fn push_valid_indices(
         .map_err(|_| Failure::allocation(len, "the indices"))?;
     gather_jit_workloads::push_random_indices_below(validated, rng, limit, out);
     Ok(())
+}
+
+/// [`push_valid_indices`] for any op: a quantized gather's indices are drawn by the same rule,
+/// as those of a Gather along its gather axis ([`crate::quantized::index_rule`]).
+///
+/// # Errors
+/// As [`push_valid_indices`].
+pub fn push_valid_op_indices(
+    layout: OpLayout,
+    rng: &mut XorShift,
+    limit: u64,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    match layout {
+        OpLayout::Plain(validated) => push_valid_indices(validated, rng, limit, out),
+        OpLayout::Quantized(layout) => {
+            push_valid_indices(&crate::quantized::index_rule(layout)?, rng, limit, out)
+        }
+    }
 }
 
 #[cfg(test)]

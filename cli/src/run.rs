@@ -6,16 +6,16 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use gather_jit::interp::interpret;
-use gather_jit::{Kernel, Validated};
+use gather_jit::{Quantization, Signature, Tuning};
 use serde_json::json;
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::npy::{self, Array, ElementType};
 use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
+use crate::op_kernel::{Inputs, OpKernel, OpSignature};
 use crate::opargs::{OpArgs, OpKind};
-use crate::quantized;
+use crate::quantized::{self, Input};
 use crate::timing::{human_time, nanos};
 
 /// Run a gather on .npy or .npz files and write the output as .npy or .npz.
@@ -72,92 +72,78 @@ pub struct RunArgs {
 /// rejected index (its position and value), an output too large for memory, a failed write
 /// (status 2); a disagreement under `--check` (status 1).
 pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
-    if args.op.kind().is_ok_and(OpKind::is_quantized) {
-        let files = quantized::RunFiles {
-            data: &args.data,
-            indices: args.indices.as_deref(),
-            scales: args.scales.as_deref(),
-            zero_points: args.zero_points_file.as_deref(),
-            output: &args.output,
-            check: args.check,
-            json: args.json,
-        };
-        return quantized::run(&args.op, &files, out);
-    }
-    if args.scales.is_some() || args.zero_points_file.is_some() {
-        return Err(Failure::usage(
-            "SCALES and ZERO_POINTS are inputs of --op gather-block-quantized only",
-        ));
-    }
     let started = Instant::now();
-    let (data_path, indices_path) = inputs(args)?;
-    let output_path = ArrayPath::parse(&args.output);
-    refuse_to_overwrite(
-        &output_path.file,
-        &[
-            ("data", data_path.file.as_path()),
-            ("indices", indices_path.file.as_path()),
-        ],
-    )?;
-    let named_in_one_archive = match (&data_path.member, &indices_path.member) {
-        (Some(data), Some(indices)) if data_path.file == indices_path.file => Some((data, indices)),
-        _ => None,
-    };
-    let (data, indices) = if let Some((data_name, indices_name)) = named_in_one_archive {
-        // One archive holds both: its directory is read once.
-        let mut archive = Archive::open(&data_path.file)?;
-        (archive.read(data_name)?, archive.read(indices_name)?)
+    let quantization = if args.op.kind().is_ok_and(OpKind::is_quantized) {
+        Some(args.op.quantization(args.zero_points_file.is_some())?)
     } else {
-        (read_array(&data_path)?, read_array(&indices_path)?)
+        None
     };
+    let files = InputFiles::of(args, quantization)?;
+    let output_path = ArrayPath::parse(&args.output);
+    refuse_to_overwrite(&output_path.file, &files.roles())?;
+    let (data, indices) = files.read_data_and_indices()?;
+    let read_optional = |path: &Option<ArrayPath>| -> Result<Option<Input>> {
+        let Some(path) = path else { return Ok(None) };
+        let array = read_array(path)?;
+        Ok(Some(Input {
+            path: path.clone(),
+            array,
+        }))
+    };
+    let scales = read_optional(&files.scales)?;
+    let zero_points = read_optional(&files.zero_points)?;
     let read = started.elapsed();
-    let dtype = data.element.dtype().ok_or_else(|| {
-        Failure::usage(format!(
-            "{data_path}: not an element type gather-jit supports"
-        ))
-    })?;
-    let index_type = indices.element.index_type().ok_or_else(|| {
-        Failure::usage(format!(
-            "{indices_path}: indices must have an integer type, found {}",
-            dtype_name(&indices)
-        ))
-    })?;
-    let sig = args
-        .op
-        .signature(&data.shape, &indices.shape, dtype, index_type)?;
-    let kernel = Kernel::compile(&sig)?;
-    let validated = kernel.validated();
-    let what = format!("the output of {}", sig.op);
-    let len = buffer::byte_len(validated.output_len(), dtype.size(), &what)?;
-    let mut output = buffer::zeroed(len, &what)?;
+    let sig = match quantization {
+        Some(quantization) => OpSignature::Quantized(quantized::signature_of(
+            &args.op,
+            quantization,
+            (&data, &indices),
+            scales.as_ref(),
+            zero_points.as_ref(),
+        )?),
+        None => OpSignature::Plain(plain_signature(&args.op, &data, &indices)?),
+    };
+    let kernel = sig.compile(Tuning::default())?;
+    let layout = kernel.layout();
+    let what = format!("the output of {}", sig.op_text());
+    let mut output = buffer::zeroed(layout.output_bytes()?, &what)?;
+    let inputs = Inputs {
+        data: &data.array.bytes,
+        indices: &indices.array.bytes,
+        scales: scales.as_ref().map_or(&[][..], |s| &s.array.bytes[..]),
+        zero_points: zero_points.as_ref().map(|z| &z.array.bytes[..]),
+    };
     let gathered = Instant::now();
-    kernel.run_bytes(&data.bytes, &indices.bytes, &mut output)?;
+    kernel
+        .run(&inputs, &mut output)
+        .map_err(|e| sig.index_failure(e))?;
     let gather = gathered.elapsed();
     let check_time = if args.check {
         let checked = Instant::now();
-        check(validated, &data, &indices, &output)?;
+        check(&kernel, &sig, &inputs, &output)?;
         Some(checked.elapsed())
     } else {
         None
     };
-    let header = npy::header(ElementType::of(dtype), validated.output_shape());
+    let dtype = layout.dtype();
+    let header = npy::header(ElementType::of(dtype), layout.output_shape());
     let writing = Instant::now();
     write_array(&output_path, &header, &output)?;
     let write = writing.elapsed();
     let total = started.elapsed();
     if args.json {
-        let json = json!({
+        let mut json = json!({
             "wrote": output_path.file.display().to_string(),
             "array": output_path
                 .is_npz()
                 .then(|| output_path.member.as_deref().unwrap_or(DEFAULT_MEMBER)),
             "dtype": dtype.name(),
-            "shape": validated.output_shape(),
+            "shape": layout.output_shape(),
             "bytes": output.len(),
-            "op": sig.op.to_string(),
+            "op": sig.op_text(),
             "signature": sig.to_string(),
-            "data": data_path.to_string(),
-            "indices": indices_path.to_string(),
+            "data": data.path.to_string(),
+            "indices": indices.path.to_string(),
             "checked": args.check,
             "read_ns": nanos(read),
             "compile_ns": nanos(kernel.compile_time()),
@@ -166,6 +152,12 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
             "write_ns": nanos(write),
             "total_ns": nanos(total),
         });
+        // The quantized ops' own inputs, beside the keys every op has.
+        if quantization.is_some() {
+            let named = |input: &Option<Input>| input.as_ref().map(|i| i.path.to_string());
+            json["scales"] = named(&scales).into();
+            json["zero_points"] = named(&zero_points).into();
+        }
         outln!(out, "{json}");
         return Ok(());
     }
@@ -173,11 +165,108 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         out,
         "wrote {output_path}: {} {:?} ({}) in {}",
         dtype,
-        validated.output_shape(),
-        sig.op,
+        layout.output_shape(),
+        sig.op_text(),
         human_time(total)
     );
     Ok(())
+}
+
+/// The signature of a plain gather on these arrays: the data's element type, the indices'
+/// integer type.
+fn plain_signature(op: &OpArgs, data: &Input, indices: &Input) -> Result<Signature> {
+    let dtype = data.array.element.dtype().ok_or_else(|| {
+        Failure::usage(format!(
+            "{}: not an element type gather-jit supports",
+            data.path
+        ))
+    })?;
+    let index_type = indices.array.element.index_type().ok_or_else(|| {
+        Failure::usage(format!(
+            "{}: indices must have an integer type, found {}",
+            indices.path,
+            dtype_name(&indices.array)
+        ))
+    })?;
+    op.signature(&data.array.shape, &indices.array.shape, dtype, index_type)
+}
+
+/// The arrays the positional arguments name.
+struct InputFiles {
+    data: ArrayPath,
+    indices: ArrayPath,
+    scales: Option<ArrayPath>,
+    zero_points: Option<ArrayPath>,
+}
+
+impl InputFiles {
+    /// The inputs of `args` for the op: SCALES (and optionally ZERO_POINTS) with
+    /// gather-block-quantized only.
+    fn of(args: &RunArgs, quantization: Option<Quantization>) -> Result<InputFiles> {
+        let extra = |path: &Option<PathBuf>| path.as_deref().map(ArrayPath::parse);
+        match quantization {
+            None if args.scales.is_some() || args.zero_points_file.is_some() => {
+                return Err(Failure::usage(
+                    "SCALES and ZERO_POINTS are inputs of --op gather-block-quantized only",
+                ));
+            }
+            Some(Quantization::Gguf(_)) if args.scales.is_some() => {
+                return Err(Failure::usage(
+                    "--op gather-gguf takes DATA and INDICES only (its scales are in the blocks)",
+                ));
+            }
+            Some(Quantization::Block(_)) if args.scales.is_none() => {
+                return Err(Failure::usage(
+                    "SCALES is required with --op gather-block-quantized",
+                ));
+            }
+            _ => {}
+        }
+        let (data, indices) = inputs(args)?;
+        Ok(InputFiles {
+            data,
+            indices,
+            scales: extra(&args.scales),
+            zero_points: extra(&args.zero_points_file),
+        })
+    }
+
+    /// Each input file with its role, for [`refuse_to_overwrite`].
+    fn roles(&self) -> Vec<(&'static str, &Path)> {
+        let mut roles = vec![
+            ("data", self.data.file.as_path()),
+            ("indices", self.indices.file.as_path()),
+        ];
+        if let Some(scales) = &self.scales {
+            roles.push(("scales", scales.file.as_path()));
+        }
+        if let Some(zero_points) = &self.zero_points {
+            roles.push(("zero points", zero_points.file.as_path()));
+        }
+        roles
+    }
+
+    /// Reads data and indices (an archive that holds both: its directory once).
+    fn read_data_and_indices(&self) -> Result<(Input, Input)> {
+        let (data_path, indices_path) = (&self.data, &self.indices);
+        let named_in_one_archive = match (&data_path.member, &indices_path.member) {
+            (Some(data), Some(indices)) if data_path.file == indices_path.file => {
+                Some((data, indices))
+            }
+            _ => None,
+        };
+        let (data, indices) = if let Some((data_name, indices_name)) = named_in_one_archive {
+            let mut archive = Archive::open(&data_path.file)?;
+            (archive.read(data_name)?, archive.read(indices_name)?)
+        } else {
+            (read_array(data_path)?, read_array(indices_path)?)
+        };
+        let input = |path: &ArrayPath, array| Input {
+            path: path.clone(),
+            array,
+        };
+        Ok((input(data_path, data), input(indices_path, indices)))
+    }
 }
 
 /// The data and the indices the positional arguments name: two arrays, or one archive of
@@ -246,14 +335,12 @@ fn dtype_name(array: &Array) -> &'static str {
 }
 
 /// Runs the interpreter on the same inputs and compares.
-fn check(validated: &Validated, data: &Array, indices: &Array, output: &[u8]) -> Result<()> {
-    let expected = interpret(validated, &data.bytes, &indices.bytes)?;
+fn check(kernel: &OpKernel, sig: &OpSignature, inputs: &Inputs, output: &[u8]) -> Result<()> {
+    let expected = kernel.interpret(inputs).map_err(|e| sig.index_failure(e))?;
     if expected != output {
-        let size = validated.signature().dtype.size();
-        let at = crate::report::first_difference(&expected, output) / size;
+        let at = crate::report::first_difference(&expected, output) / sig.dtype().size();
         return Err(Failure::disagreement(format!(
-            "JIT and interpreter differ at output element {at} ({})",
-            validated.signature()
+            "JIT and interpreter differ at output element {at} ({sig})"
         )));
     }
     Ok(())

@@ -2,10 +2,13 @@
 //! every op through one path, with one JSON schema per command; every flag is honoured or
 //! refused with one line; `layer --no-check`; help wrapped to the terminal.
 
+use std::collections::BTreeSet;
+use std::fs;
 use std::path::Path;
 
 use assert_cmd::cargo::cargo_bin_cmd;
 use serde_json::Value;
+use tempfile::TempDir;
 
 fn gather_jit() -> assert_cmd::Command {
     cargo_bin_cmd!("gather-jit")
@@ -29,6 +32,356 @@ fn ok(args: &[&str]) -> String {
 fn json(args: &[&str]) -> Value {
     let out = ok(args);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+/// Runs `args`, expects exit status 2, one `error:` line on stderr and nothing on stdout;
+/// returns that line.
+#[track_caller]
+fn usage_error(args: &[&str]) -> String {
+    let out = gather_jit().args(args).output().expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?}: one line expected, got {stderr:?}"
+    );
+    assert!(lines[0].starts_with("error: "), "{stderr:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: stdout {:?}", out.stdout);
+    lines[0].to_string()
+}
+
+/// An `.npy` file (version 1.0) of C-order `data`.
+fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = match shape {
+        [d] => format!("({d},)"),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(data);
+    file
+}
+
+fn write(dir: &TempDir, name: &str, contents: Vec<u8>) -> String {
+    let path = dir.path().join(name);
+    fs::write(&path, contents).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn ids(dir: &TempDir, name: &str, values: &[i64]) -> String {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    write(dir, name, npy("<i8", &[values.len()], &bytes))
+}
+
+/// The data bytes of an `.npy` file.
+fn npy_data(path: &str) -> Vec<u8> {
+    let file = fs::read(path).expect("output written");
+    let len = u16::from_le_bytes([file[8], file[9]]) as usize;
+    file[10 + len..].to_vec()
+}
+
+/// Two rows of one Q8_0 block each: d = 0.5 and -2, q = j - 16 and 16 - j.
+fn gguf_table(dir: &TempDir) -> String {
+    let mut data = Vec::new();
+    for (d, sign) in [(0x3800u16, 1i32), (0xc000, -1)] {
+        data.extend_from_slice(&d.to_le_bytes());
+        data.extend((0..32).map(|j| (sign * (j - 16)) as i8 as u8));
+    }
+    write(dir, "table.npy", npy("|u1", &[2, 34], &data))
+}
+
+fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn keys(value: &Value) -> BTreeSet<String> {
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("an object: {value}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// `quantized`'s keys are `plain`'s and, beside them, only some of `extra`.
+#[track_caller]
+fn same_schema(plain: &Value, quantized: &Value, extra: &[&str]) {
+    let (plain, quantized) = (keys(plain), keys(quantized));
+    let missing: Vec<&String> = plain.difference(&quantized).collect();
+    assert!(
+        missing.is_empty(),
+        "keys missing for a quantized op: {missing:?}"
+    );
+    let added: Vec<&String> = quantized
+        .difference(&plain)
+        .filter(|k| !extra.contains(&k.as_str()))
+        .collect();
+    assert!(added.is_empty(), "keys only a quantized op has: {added:?}");
+}
+
+/// `run --json` has the same keys for every op (the quantized run lacked `array`, `data` and
+/// `indices`), the quantized ops adding their scales and zero points.
+#[test]
+fn run_json_has_one_schema_for_every_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(
+        &dir,
+        "data.npy",
+        npy("<f4", &[2, 2], &f32_bytes([1.0, 2.0, 3.0, 4.0])),
+    );
+    let indices = ids(&dir, "ids.npy", &[1, 0]);
+    let plain = json(&[
+        "run",
+        "--op",
+        "gather",
+        &data,
+        &indices,
+        "-o",
+        &dir.path().join("plain.npy").to_string_lossy(),
+        "--json",
+    ]);
+    let table = gguf_table(&dir);
+    let gguf_out = dir.path().join("gguf.npz");
+    let gguf = json(&[
+        "run",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q8_0",
+        &table,
+        &indices,
+        "-o",
+        &gguf_out.to_string_lossy(),
+        "--json",
+        "--check",
+    ]);
+    same_schema(&plain, &gguf, &["scales", "zero_points"]);
+    assert_eq!(gguf["data"], table.as_str(), "{gguf}");
+    assert_eq!(gguf["indices"], indices.as_str(), "{gguf}");
+    assert_eq!(gguf["array"], "output", "{gguf}");
+    assert_eq!(gguf["shape"], serde_json::json!([2, 32]));
+    assert_eq!(gguf["checked"], true);
+    assert!(gguf["check_ns"].as_u64().is_some(), "{gguf}");
+
+    // Block quantization with zero points: 1 row of 16 4-bit values, one block.
+    let q = write(&dir, "q.npy", npy("|u1", &[1, 8], &[0x21; 8]));
+    let scales = write(&dir, "s.npy", npy("<f4", &[1, 1], &f32_bytes([0.5])));
+    let zp = write(&dir, "zp.npy", npy("|u1", &[1, 1], &[0x01]));
+    let zero = ids(&dir, "zero.npy", &[0]);
+    let block = json(&[
+        "run",
+        "--op",
+        "gather-block-quantized",
+        "--bits",
+        "4",
+        "--block-size",
+        "16",
+        &q,
+        &zero,
+        &scales,
+        &zp,
+        "-o",
+        &dir.path().join("block.npy").to_string_lossy(),
+        "--json",
+    ]);
+    same_schema(&plain, &block, &["scales", "zero_points"]);
+    assert_eq!(block["scales"], scales.as_str(), "{block}");
+    assert_eq!(block["zero_points"], zp.as_str(), "{block}");
+    assert_eq!(block["data"], q.as_str(), "{block}");
+}
+
+/// `bench --json` has the same keys for every op (the quantized bench lacked the flavor, the
+/// buffers' placement, the cache hits and the throughput).
+#[test]
+fn bench_json_has_one_schema_for_every_op() {
+    let common = ["--indices-shape", "8", "--time-ms", "5", "--json"];
+    let plain = json(
+        &[
+            &["bench", "--op", "gather", "--data-shape", "64x256"],
+            &common[..],
+        ]
+        .concat(),
+    );
+    let gguf = json(
+        &[
+            &["bench", "--op", "gather-gguf", "--format", "q4_0"],
+            &["--data-shape", "64x256"][..],
+            &common[..],
+        ]
+        .concat(),
+    );
+    let extra = [
+        "data_bytes_shape",
+        "scales_shape",
+        "zero_points_bytes_shape",
+    ];
+    same_schema(&plain, &gguf, &extra);
+    let block = json(
+        &[
+            &["bench", "--op", "gather-block-quantized", "--bits", "4"][..],
+            &[
+                "--block-size",
+                "32",
+                "--zero-points",
+                "--data-shape",
+                "64x256",
+            ],
+            &common[..],
+        ]
+        .concat(),
+    );
+    same_schema(&plain, &block, &extra);
+    assert_eq!(block["zero_points_bytes_shape"], serde_json::json!([64, 4]));
+    for json in [&gguf, &block] {
+        for field in ["median_ns", "memcpy_ns", "gbps", "cache_hit_ns"] {
+            assert!(
+                json[field].as_f64().is_some_and(|v| v > 0.0),
+                "{field}: {json}"
+            );
+        }
+        assert_eq!(json["output_shape"], serde_json::json!([8, 256]));
+        assert_eq!(json["threads_used"], 1);
+    }
+}
+
+/// `explain --json` too: the plain keys are all there for a quantized op.
+#[test]
+fn explain_json_has_one_schema_for_every_op() {
+    let shapes = ["--data-shape", "64x256", "--indices-shape", "8", "--json"];
+    let plain = json(&[&["explain", "--op", "gather"][..], &shapes[..]].concat());
+    let gguf = json(
+        &[
+            &["explain", "--op", "gather-gguf", "--format", "q8_0"][..],
+            &shapes[..],
+        ]
+        .concat(),
+    );
+    same_schema(
+        &plain,
+        &gguf,
+        &[
+            "data_bytes_shape",
+            "scales_shape",
+            "zero_points_bytes_shape",
+        ],
+    );
+    assert!(gguf["code_bytes"].as_u64().is_some_and(|n| n > 0), "{gguf}");
+}
+
+/// A flag a quantized op cannot honour is refused with one line, not ignored: more than one
+/// thread, and the banding flags of the plain gathers.
+#[test]
+fn bench_refuses_flags_a_quantized_op_cannot_honour() {
+    let gguf = [
+        "bench",
+        "--op",
+        "gather-gguf",
+        "--format",
+        "q4_0",
+        "--data-shape",
+        "64x256",
+        "--indices-shape",
+        "8",
+        "--time-ms",
+        "5",
+    ];
+    let line = usage_error(&[&gguf[..], &["--threads", "2"]].concat());
+    assert!(line.contains("--threads"), "{line}");
+    assert!(line.contains("gather-gguf"), "{line}");
+    for flag in [&["--no-bands"][..], &["--band-max-rows", "8"]] {
+        let line = usage_error(&[&gguf[..], flag].concat());
+        assert!(line.contains(flag[0]), "{line}");
+    }
+    // --threads 1 is what a quantized op runs on.
+    let json = json(&[&gguf[..], &["--threads", "1", "--json"]].concat());
+    assert_eq!(json["threads"], 1);
+    // --index-limit is honoured: every index below 2 reads two rows.
+    ok(&[&gguf[..], &["--index-limit", "2"]].concat());
+}
+
+/// `--flavor` is honoured by the quantized ops: under `--flavor onnx`, a negative id of
+/// gather-gguf counts from the end; without it (llama.cpp's rule) it is out of range, and the
+/// error says which flags allow it. A flavor that names another operator is refused.
+#[test]
+fn gguf_negative_ids_follow_the_flavor() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = gguf_table(&dir);
+    let indices = ids(&dir, "ids.npy", &[-1]);
+    let out = dir.path().join("rows.npy").to_string_lossy().into_owned();
+    let run = |flavor: &[&str]| -> Vec<String> {
+        let files = [table.as_str(), &indices, "-o", &out, "--check"];
+        let start = ["run", "--op", "gather-gguf", "--format", "q8_0"];
+        (start.iter().chain(flavor).chain(&files))
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let line = usage_error(&strs(&run(&[])));
+    assert!(line.contains("index -1"), "{line}");
+    assert!(
+        line.contains("--negative wrap") && line.contains("--flavor onnx"),
+        "{line}"
+    );
+    assert!(!Path::new(&out).exists());
+    ok(&strs(&run(&["--flavor", "onnx"])));
+    let row1: Vec<f32> = (0..32).map(|j| (16 - j) as f32 * -2.0).collect();
+    assert_eq!(npy_data(&out), f32_bytes(row1));
+    fs::remove_file(&out).unwrap();
+    ok(&strs(&run(&["--negative", "wrap"])));
+    let line = usage_error(&strs(&run(&["--flavor", "openvino-gather8"])));
+    assert!(line.contains("openvino-gather8"), "{line}");
+    // explain shows the rule that applies.
+    let shapes = ["--data-shape", "2x32", "--indices-shape", "1", "--json"];
+    let explain = |flavor: &[&str]| {
+        json(
+            &[
+                &["explain", "--op", "gather-gguf", "--format", "q8_0"][..],
+                flavor,
+                &shapes,
+            ]
+            .concat(),
+        )
+    };
+    assert_ne!(
+        explain(&[])["policy"],
+        explain(&["--flavor", "onnx"])["policy"]
+    );
+}
+
+/// `--zero-points` belongs to explain and bench (run takes a ZERO_POINTS file).
+#[test]
+fn run_help_lists_only_the_flags_run_takes() {
+    let help = ok(&["run", "--help"]);
+    assert!(!help.contains("--zero-points"), "{help}");
+    assert!(help.contains("ZERO_POINTS"), "{help}");
+    for sub in ["explain", "bench"] {
+        let help = ok(&[sub, "--help"]);
+        assert!(help.contains("--zero-points"), "{sub}: {help}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let line = usage_error(&[
+        "run",
+        "--op",
+        "gather-block-quantized",
+        "--zero-points",
+        "a.npy",
+        "b.npy",
+        "-o",
+        &dir.path().join("o.npy").to_string_lossy(),
+    ]);
+    assert!(line.contains("--zero-points"), "{line}");
 }
 
 /// Help text wraps to the terminal's width (`COLUMNS` where there is no terminal); it was

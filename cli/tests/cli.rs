@@ -2120,7 +2120,7 @@ fn explain_and_bench_take_the_quantized_ops() {
         text.contains("uint8 [64, 2048] (logical [64, 4096])"),
         "{text}"
     );
-    assert!(text.contains("scales        f32 [64, 128]"), "{text}");
+    assert!(text.contains("scales:        f32 [64, 128]"), "{text}");
     let json: serde_json::Value =
         serde_json::from_str(&ok(
             &[&["explain"], &q1[..], &["--json", "--zero-points"]].concat()

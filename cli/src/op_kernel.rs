@@ -1,0 +1,491 @@
+//! One signature, layout and kernel type over every op family, as `run`, `explain` and `bench`
+//! see them: the library's [`Kernel`] (Gather, GatherElements, GatherND) and [`QuantizedKernel`]
+//! (GatherBlockQuantized, GGUF rows) behind one enum each.
+//!
+//! This file is all the commands know of the difference between the families, so that a kernel
+//! trait shared by both in the library can replace it: the commands call only what is here.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gather_jit::interp::interpret;
+use gather_jit::specialize::Plan;
+use gather_jit::{
+    DType, Error, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, QuantizedKernel,
+    QuantizedLayout, QuantizedSignature, Signature, Tuning, Validated, interpret_quantized,
+};
+
+use crate::buffer;
+use crate::failure::{Failure, Result};
+use crate::report::bytes_moved;
+
+/// The signature of any op.
+#[derive(Clone, Debug)]
+pub enum OpSignature {
+    /// Gather, GatherElements, GatherND.
+    Plain(Signature),
+    /// GatherBlockQuantized, GGUF rows.
+    Quantized(QuantizedSignature),
+}
+
+/// The buffers of one call, native-endian and C order. `scales` is empty and `zero_points`
+/// `None` for ops without them.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    /// Data (packed `uint8` for a quantized op).
+    pub data: &'a [u8],
+    /// Indices, in the signature's index type.
+    pub indices: &'a [u8],
+    /// Scales (block quantization).
+    pub scales: &'a [u8],
+    /// Packed zero points (block quantization with zero points).
+    pub zero_points: Option<&'a [u8]>,
+}
+
+impl OpSignature {
+    /// Checks the signature and works out its buffers.
+    ///
+    /// # Errors
+    /// The library's validation error.
+    pub fn validate(&self) -> Result<Validation> {
+        Ok(match self {
+            OpSignature::Plain(sig) => Validation::Plain(sig.validate()?),
+            OpSignature::Quantized(sig) => Validation::Quantized(sig.validate()?),
+        })
+    }
+
+    /// A fresh compile (no cache), with `tuning` for the plain gathers.
+    ///
+    /// # Errors
+    /// An invalid signature; a tuning other than the default for a quantized op.
+    pub fn compile(&self, tuning: Tuning) -> Result<OpKernel> {
+        Ok(match self {
+            OpSignature::Plain(sig) => {
+                OpKernel::Plain(Arc::new(Kernel::compile_tuned(sig, tuning)?))
+            }
+            OpSignature::Quantized(sig) => {
+                if tuning != Tuning::default() {
+                    return Err(Failure::usage(format!(
+                        "{}: a tuning applies to the plain gathers only",
+                        sig.op_name()
+                    )));
+                }
+                OpKernel::Quantized(Arc::new(QuantizedKernel::compile(sig)?))
+            }
+        })
+    }
+
+    /// The kernel from `cache` (compiled on a miss).
+    ///
+    /// # Errors
+    /// An invalid signature.
+    pub fn cached(&self, cache: &KernelCache) -> Result<OpKernel> {
+        Ok(match self {
+            OpSignature::Plain(sig) => OpKernel::Plain(cache.get(sig)?),
+            OpSignature::Quantized(sig) => OpKernel::Quantized(cache.get_quantized(sig)?),
+        })
+    }
+
+    /// The code size of the kernel `cache` lends for the signature (a cache hit without a
+    /// reference count).
+    ///
+    /// # Errors
+    /// An invalid signature.
+    pub fn lent_code_bytes(&self, cache: &KernelCache) -> Result<usize> {
+        Ok(match self {
+            OpSignature::Plain(sig) => cache.with(sig, Kernel::code_bytes)?,
+            OpSignature::Quantized(sig) => {
+                cache.with_quantized(sig, QuantizedKernel::code_bytes)?
+            }
+        })
+    }
+
+    /// A kernel on the machine code of a live kernel of the same op where one fits
+    /// (`Kernel::compile_shared`); `None` for the ops without code sharing.
+    ///
+    /// # Errors
+    /// An invalid signature.
+    pub fn compile_shared(&self) -> Option<Result<OpKernel>> {
+        match self {
+            OpSignature::Plain(sig) => Some(
+                Kernel::compile_shared(sig)
+                    .map(|k| OpKernel::Plain(Arc::new(k)))
+                    .map_err(Failure::from),
+            ),
+            OpSignature::Quantized(_) => None,
+        }
+    }
+
+    /// The op and its attributes (`Gather(axis=0, batch_dims=0)`, `GatherGGUF(q4_0)`).
+    pub fn op_text(&self) -> String {
+        match self {
+            OpSignature::Plain(sig) => sig.op.to_string(),
+            OpSignature::Quantized(sig) => sig.op_name().to_string(),
+        }
+    }
+
+    /// The flavor, where the signature has one (the quantized ops follow their own rule unless
+    /// `--flavor` is given).
+    pub fn flavor(&self) -> Option<gather_jit::Flavor> {
+        match self {
+            OpSignature::Plain(sig) => Some(sig.flavor),
+            OpSignature::Quantized(_) => None,
+        }
+    }
+
+    /// What negative and out-of-range indices do.
+    pub fn policy(&self) -> IndexPolicy {
+        match self {
+            OpSignature::Plain(sig) => sig.policy,
+            OpSignature::Quantized(sig) => sig.policy,
+        }
+    }
+
+    /// The output's element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            OpSignature::Plain(sig) => sig.dtype,
+            OpSignature::Quantized(sig) => sig.dtype,
+        }
+    }
+
+    /// The indices' type.
+    pub fn index_type(&self) -> IndexType {
+        match self {
+            OpSignature::Plain(sig) => sig.index_type,
+            OpSignature::Quantized(sig) => sig.index_type,
+        }
+    }
+
+    /// The (logical) data shape.
+    pub fn data_shape(&self) -> &[usize] {
+        match self {
+            OpSignature::Plain(sig) => &sig.data_shape,
+            OpSignature::Quantized(sig) => &sig.data_shape,
+        }
+    }
+
+    /// The indices' shape.
+    pub fn indices_shape(&self) -> &[usize] {
+        match self {
+            OpSignature::Plain(sig) => &sig.indices_shape,
+            OpSignature::Quantized(sig) => &sig.indices_shape,
+        }
+    }
+
+    /// `error` as the user should read it: a negative index that a quantized op's own rule
+    /// rejects names the flags under which it counts from the end.
+    pub fn index_failure(&self, error: Error) -> Failure {
+        let negative = matches!(&error, Error::IndexOutOfRange { value, .. } if *value < 0);
+        match self {
+            OpSignature::Quantized(sig)
+                if negative && sig.policy.negative == NegativeIndices::Invalid =>
+            {
+                Failure::usage(format!(
+                    "{error} (negative ids are out of range under {}'s own rule; --negative \
+                     wrap or --flavor onnx counts them from the end)",
+                    sig.op_name()
+                ))
+            }
+            _ => Failure::from(error),
+        }
+    }
+}
+
+impl fmt::Display for OpSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpSignature::Plain(sig) => sig.fmt(f),
+            OpSignature::Quantized(sig) => sig.fmt(f),
+        }
+    }
+}
+
+/// A validated signature of any op (owned; [`OpLayout`] reads it).
+pub enum Validation {
+    /// Gather, GatherElements, GatherND.
+    Plain(Validated),
+    /// GatherBlockQuantized, GGUF rows.
+    Quantized(QuantizedLayout),
+}
+
+impl Validation {
+    /// The buffers' shapes and sizes.
+    pub fn layout(&self) -> OpLayout<'_> {
+        match self {
+            Validation::Plain(v) => OpLayout::Plain(v),
+            Validation::Quantized(l) => OpLayout::Quantized(l),
+        }
+    }
+}
+
+/// The shapes and sizes of an op's buffers.
+#[derive(Clone, Copy, Debug)]
+pub enum OpLayout<'a> {
+    /// Gather, GatherElements, GatherND.
+    Plain(&'a Validated),
+    /// GatherBlockQuantized, GGUF rows.
+    Quantized(&'a QuantizedLayout),
+}
+
+impl<'a> OpLayout<'a> {
+    /// The output's shape.
+    pub fn output_shape(self) -> &'a [usize] {
+        match self {
+            OpLayout::Plain(v) => v.output_shape(),
+            OpLayout::Quantized(l) => l.output_shape(),
+        }
+    }
+
+    /// The output's element type.
+    pub fn dtype(self) -> DType {
+        match self {
+            OpLayout::Plain(v) => v.signature().dtype,
+            OpLayout::Quantized(l) => l.signature().dtype,
+        }
+    }
+
+    /// Bytes of data (packed for a quantized op).
+    ///
+    /// # Errors
+    /// A size that overflows `usize`.
+    pub fn data_bytes(self) -> Result<usize> {
+        match self {
+            OpLayout::Plain(v) => {
+                buffer::byte_len(v.data_len(), v.signature().dtype.size(), "the data")
+            }
+            OpLayout::Quantized(l) => Ok(l.data_bytes()),
+        }
+    }
+
+    /// Bytes of indices.
+    ///
+    /// # Errors
+    /// A size that overflows `usize`.
+    pub fn indices_bytes(self) -> Result<usize> {
+        match self {
+            OpLayout::Plain(v) => buffer::byte_len(
+                v.indices_len(),
+                v.signature().index_type.size(),
+                "the indices",
+            ),
+            OpLayout::Quantized(l) => Ok(l.indices_bytes()),
+        }
+    }
+
+    /// Bytes of the output.
+    ///
+    /// # Errors
+    /// A size that overflows `usize`.
+    pub fn output_bytes(self) -> Result<usize> {
+        match self {
+            OpLayout::Plain(v) => {
+                buffer::byte_len(v.output_len(), v.signature().dtype.size(), "the output")
+            }
+            OpLayout::Quantized(l) => Ok(l.output_bytes()),
+        }
+    }
+
+    /// The quantized layout (scales, zero points, packed data), for a quantized op.
+    pub fn quantized(self) -> Option<&'a QuantizedLayout> {
+        match self {
+            OpLayout::Plain(_) => None,
+            OpLayout::Quantized(l) => Some(l),
+        }
+    }
+}
+
+/// A compiled kernel of any op.
+#[derive(Clone, Debug)]
+pub enum OpKernel {
+    /// Gather, GatherElements, GatherND.
+    Plain(Arc<Kernel>),
+    /// GatherBlockQuantized, GGUF rows.
+    Quantized(Arc<QuantizedKernel>),
+}
+
+impl OpKernel {
+    /// The buffers' shapes and sizes.
+    pub fn layout(&self) -> OpLayout<'_> {
+        match self {
+            OpKernel::Plain(k) => OpLayout::Plain(k.validated()),
+            OpKernel::Quantized(k) => OpLayout::Quantized(k.layout()),
+        }
+    }
+
+    /// What the kernel does beyond its signature, as `(label, value)` lines: the resolved op,
+    /// or every buffer of a quantized op.
+    pub fn facts(&self) -> Vec<(&'static str, String)> {
+        match self {
+            OpKernel::Plain(_) => self
+                .resolved_op()
+                .map(|op| ("resolved", op))
+                .into_iter()
+                .collect(),
+            OpKernel::Quantized(k) => {
+                let (l, sig) = (k.layout(), k.signature());
+                let mut facts = vec![(
+                    "data",
+                    format!(
+                        "uint8 {:?} (logical {:?})",
+                        l.data_bytes_shape(),
+                        sig.data_shape
+                    ),
+                )];
+                if !l.scales_shape().is_empty() {
+                    facts.push(("scales", format!("{} {:?}", sig.dtype, l.scales_shape())));
+                }
+                if let Some(zp) = l.zero_points_bytes_shape() {
+                    facts.push(("zero points", format!("uint8 {zp:?}")));
+                }
+                facts.push((
+                    "indices",
+                    format!("{} {:?}", sig.index_type, sig.indices_shape),
+                ));
+                facts
+            }
+        }
+    }
+
+    /// The loop plan, for the kernels built from one.
+    pub fn plan(&self) -> Option<&Plan> {
+        match self {
+            OpKernel::Plain(k) => Some(k.plan()),
+            OpKernel::Quantized(_) => None,
+        }
+    }
+
+    /// The op with its attributes resolved (normalised axes, index depth), where the library
+    /// resolves them.
+    pub fn resolved_op(&self) -> Option<String> {
+        match self {
+            OpKernel::Plain(k) => Some(format!("{:?}", k.validated().op())),
+            OpKernel::Quantized(_) => None,
+        }
+    }
+
+    /// The Cranelift IR, for the kernels that can print it.
+    ///
+    /// # Errors
+    /// The host ISA is unavailable.
+    pub fn clif(&self) -> Result<Option<String>> {
+        match self {
+            OpKernel::Plain(k) => Ok(Some(k.clif()?)),
+            OpKernel::Quantized(_) => Ok(None),
+        }
+    }
+
+    /// The machine code.
+    pub fn machine_code(&self) -> &[u8] {
+        match self {
+            OpKernel::Plain(k) => k.machine_code(),
+            OpKernel::Quantized(k) => k.machine_code(),
+        }
+    }
+
+    /// Size of the machine code in bytes.
+    pub fn code_bytes(&self) -> usize {
+        match self {
+            OpKernel::Plain(k) => k.code_bytes(),
+            OpKernel::Quantized(k) => k.code_bytes(),
+        }
+    }
+
+    /// How long validation and compilation took.
+    pub fn compile_time(&self) -> Duration {
+        match self {
+            OpKernel::Plain(k) => k.compile_time(),
+            OpKernel::Quantized(k) => k.compile_time(),
+        }
+    }
+
+    /// Iterations of the outermost loop, which a parallel call splits (plain gathers).
+    pub fn outer_extent(&self) -> Option<u64> {
+        match self {
+            OpKernel::Plain(k) => Some(k.outer_extent()),
+            OpKernel::Quantized(_) => None,
+        }
+    }
+
+    /// How many parts a call on `threads` threads splits into (1: the kernel has no parallel
+    /// call).
+    pub fn parallel_parts(&self, threads: usize) -> usize {
+        match self {
+            OpKernel::Plain(k) => k.parallel_parts(threads),
+            OpKernel::Quantized(_) => 1,
+        }
+    }
+
+    /// Bytes a call reads and writes: the output written, the indices read, and the gathered
+    /// part of data (and of the scales and zero points) read. The denominator of GB/s.
+    pub fn bytes_moved(&self) -> u64 {
+        match self {
+            OpKernel::Plain(k) => bytes_moved(k.plan()),
+            OpKernel::Quantized(k) => {
+                let l = k.layout();
+                let sig = k.signature();
+                let dim = sig.data_shape[l.gather_axis()] as u128;
+                let count: u128 = sig.indices_shape.iter().map(|&d| d as u128).product();
+                let table = (l.data_bytes() + l.scales_bytes() + l.zero_points_bytes()) as u128;
+                let read = table.saturating_mul(count).checked_div(dim).unwrap_or(0);
+                let total = l.output_bytes() as u128 + l.indices_bytes() as u128 + read;
+                u64::try_from(total).unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// Runs the kernel on byte buffers, checking their lengths.
+    ///
+    /// # Errors
+    /// A buffer of the wrong length; a rejected index (its position and value).
+    pub fn run(&self, inputs: &Inputs, output: &mut [u8]) -> Result<(), Error> {
+        match self {
+            OpKernel::Plain(k) => k.run_bytes(inputs.data, inputs.indices, output),
+            OpKernel::Quantized(_) => self.run_parallel(inputs, output, 1),
+        }
+    }
+
+    /// [`OpKernel::run`] split over `threads` threads (see [`OpKernel::parallel_parts`]): the
+    /// call `bench` times. A quantized kernel has no parallel call yet: its caller refuses more
+    /// than one thread.
+    ///
+    /// # Errors
+    /// As [`OpKernel::run`].
+    pub fn run_parallel(
+        &self,
+        inputs: &Inputs,
+        output: &mut [u8],
+        threads: usize,
+    ) -> Result<(), Error> {
+        match self {
+            OpKernel::Plain(k) => {
+                k.run_bytes_parallel(inputs.data, inputs.indices, output, threads)
+            }
+            OpKernel::Quantized(k) => k.run_bytes(
+                inputs.data,
+                inputs.indices,
+                inputs.scales,
+                inputs.zero_points,
+                output,
+            ),
+        }
+    }
+
+    /// The reference interpreter's output on the same inputs.
+    ///
+    /// # Errors
+    /// As [`OpKernel::run`].
+    pub fn interpret(&self, inputs: &Inputs) -> Result<Vec<u8>, Error> {
+        match self {
+            OpKernel::Plain(k) => interpret(k.validated(), inputs.data, inputs.indices),
+            OpKernel::Quantized(k) => interpret_quantized(
+                k.layout(),
+                inputs.data,
+                inputs.indices,
+                inputs.scales,
+                inputs.zero_points,
+            ),
+        }
+    }
+}
