@@ -12,11 +12,12 @@ use serde_json::json;
 use crate::failure::{Failure, Result, eprint_line};
 use crate::hugepages;
 use crate::op_kernel::{Inputs, OpSignature};
-use crate::opargs::{OpArgs, SignatureArgs, parse_count};
+use crate::opargs::{OpArgs, SignatureArgs};
 use crate::progress::{self, Progress};
 use crate::quantized;
 use crate::random::{self, XorShift};
 use crate::timing::{gbps, human_time, measure, measure_each, nanos};
+use crate::values::parse_count;
 
 /// Time a kernel on seeded random data with random valid indices.
 ///

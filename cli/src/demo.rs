@@ -6,11 +6,11 @@ use clap::Args;
 use gather_jit::{DType, Flavor, IndexType, Signature};
 
 use crate::failure::Result;
-use crate::opargs::parse_count;
 use crate::openvino;
 use crate::progress::Progress;
 use crate::random::XorShift;
 use crate::report::{self, Case, Check, TableArgs};
+use crate::values::parse_count;
 
 /// The four `<layer>` examples of the seed specs (GatherND-8 x3, Gather-1), verbatim.
 const SEED_LAYERS: &str = include_str!("../../examples/seed_layers.xml");

@@ -9,11 +9,11 @@ use gather_jit::{DType, IndexType};
 
 use crate::buffer;
 use crate::failure::{Failure, Result, eprint_line};
-use crate::opargs::{parse_count, parse_dtype, parse_index_type, parse_integer};
 use crate::openvino::{Defaults, bin_path, parse};
 use crate::progress::Progress;
 use crate::random::XorShift;
 use crate::report::{self, Check, TableArgs};
+use crate::values::{parse_count, parse_dtype, parse_index_type, parse_integer};
 
 /// Check and run the gather layers of an OpenVINO IR XML file.
 ///

@@ -46,6 +46,7 @@ mod random;
 mod report;
 mod run;
 mod timing;
+mod values;
 
 use std::io::{self, Write};
 use std::process::ExitCode;

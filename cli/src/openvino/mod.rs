@@ -26,9 +26,9 @@ use gather_jit::{DType, Flavor, IndexType, Op, Options, Signature};
 use roxmltree::{Document, Node, ParsingOptions};
 
 use crate::failure::{Failure, Result};
-use crate::opargs::dtype_named;
 use crate::random::XorShift;
 use crate::report::{Case, shape_text};
+use crate::values::dtype_named;
 use text::{prepare, xml_error};
 
 /// What to assume where the file says nothing.
