@@ -37,8 +37,8 @@ pub struct BenchArgs {
     #[command(flatten)]
     signature: SignatureArgs,
     /// Split each call's outermost loop into N parts (Kernel::run_bytes_parallel); the memcpy
-    /// and the fill are split into as many parts, run on the same threads. The quantized ops
-    /// have no parallel call yet: more than 1 is refused for them
+    /// and the fill are split into as many parts, run on the same threads (a quantized op
+    /// splits its indices)
     #[arg(long, default_value_t = 1, allow_hyphen_values = true,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: u32,
@@ -129,20 +129,12 @@ fn tuning(args: &BenchArgs) -> Tuning {
     }
 }
 
-/// Refuses the flags a quantized op cannot honour: more than one thread (its kernel has no
-/// parallel call yet) and the banding of the plain gathers.
+/// Refuses the flags a quantized op cannot honour: the banding of the plain gathers.
 fn refuse_for_quantized(args: &BenchArgs, sig: &OpSignature) -> Result<()> {
     if !matches!(sig, OpSignature::Quantized(_)) {
         return Ok(());
     }
     let op = format!("--op {}", args.op.kind()?.flag());
-    if args.threads > 1 {
-        return Err(Failure::usage(format!(
-            "--threads {} is not supported with {op} yet: its kernel has no parallel call, \
-             so it runs on one thread (drop --threads)",
-            args.threads
-        )));
-    }
     let tuned = [
         ("--no-bands", args.no_bands),
         ("--band-scratch-kib", args.band_scratch_kib.is_some()),
@@ -400,7 +392,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         eprint_line(format_args!(
             "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
              has {} iteration(s)), so {threads_used} thread(s) were used",
-            kernel.outer_extent().unwrap_or(1),
+            kernel.outer_extent(),
         ));
     }
     Ok(())

@@ -41,7 +41,6 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     let kernel = sig.compile(Tuning::default())?;
     let layout = kernel.layout();
     let clif = kernel.clif()?;
-    let facts = kernel.facts();
     if args.json {
         let mut json = json!({
             "signature": sig.to_string(),
@@ -54,6 +53,7 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
             "indices_shape": sig.indices_shape(),
             "output_shape": layout.output_shape(),
             "output_bytes": layout.output_bytes()?,
+            "explain": kernel.explain(),
             "resolved_op": kernel.resolved_op(),
             "plan": kernel.plan().map(plan_json),
             "outer_extent": kernel.outer_extent(),
@@ -70,28 +70,22 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
         outln!(out, "{json}");
         return Ok(());
     }
-    let line = |label: &str| format!("{:<15}", format!("{label}:"));
-    outln!(out, "{}{sig}", line("signature"));
-    for (label, value) in &facts {
-        outln!(out, "{}{value}", line(label));
-    }
-    outln!(out, "{}{:?}", line("output shape"), layout.output_shape());
-    outln!(
-        out,
-        "{}{}",
-        line("compile time"),
-        human_time(kernel.compile_time())
-    );
-    outln!(out, "{}{} bytes", line("machine code"), kernel.code_bytes());
-    if let Some(plan) = kernel.plan() {
+    // The library's explanation is its header lines, a blank line and the loops; the compile
+    // time and the code size join the header.
+    let explained = kernel.explain();
+    let (header, loops) = explained
+        .split_once("\n\n")
+        .unwrap_or((explained.as_str(), ""));
+    outln!(out, "{header}");
+    outln!(out, "compile time:  {}", human_time(kernel.compile_time()));
+    outln!(out, "machine code:  {} bytes", kernel.code_bytes());
+    if !loops.is_empty() {
         outln!(out);
-        outln!(out, "{plan}");
+        outln!(out, "{}", loops.strip_suffix('\n').unwrap_or(loops));
     }
-    if let Some(clif) = &clif {
-        outln!(out);
-        outln!(out, "Cranelift IR (before optimisation):");
-        outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(clif));
-    }
+    outln!(out);
+    outln!(out, "Cranelift IR (before optimisation):");
+    outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
     if let Some(lines) = disassemble(kernel.machine_code()) {
         outln!(out);
         outln!(out, "machine code (x86-64, AT&T syntax):");

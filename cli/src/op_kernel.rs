@@ -314,37 +314,12 @@ impl OpKernel {
         }
     }
 
-    /// What the kernel does beyond its signature, as `(label, value)` lines: the resolved op,
-    /// or every buffer of a quantized op.
-    pub fn facts(&self) -> Vec<(&'static str, String)> {
+    /// What the kernel does, for people: its signature, output shape and loop nest (and a
+    /// quantized op's buffers), as the library words it: header lines, a blank line, the loops.
+    pub fn explain(&self) -> String {
         match self {
-            OpKernel::Plain(_) => self
-                .resolved_op()
-                .map(|op| ("resolved", op))
-                .into_iter()
-                .collect(),
-            OpKernel::Quantized(k) => {
-                let (l, sig) = (k.layout(), k.signature());
-                let mut facts = vec![(
-                    "data",
-                    format!(
-                        "uint8 {:?} (logical {:?})",
-                        l.data_bytes_shape(),
-                        sig.data_shape
-                    ),
-                )];
-                if !l.scales_shape().is_empty() {
-                    facts.push(("scales", format!("{} {:?}", sig.dtype, l.scales_shape())));
-                }
-                if let Some(zp) = l.zero_points_bytes_shape() {
-                    facts.push(("zero points", format!("uint8 {zp:?}")));
-                }
-                facts.push((
-                    "indices",
-                    format!("{} {:?}", sig.index_type, sig.indices_shape),
-                ));
-                facts
-            }
+            OpKernel::Plain(k) => k.explain(),
+            OpKernel::Quantized(k) => k.explain(),
         }
     }
 
@@ -365,15 +340,15 @@ impl OpKernel {
         }
     }
 
-    /// The Cranelift IR, for the kernels that can print it.
+    /// The Cranelift IR (before Cranelift's optimisations).
     ///
     /// # Errors
     /// The host ISA is unavailable.
-    pub fn clif(&self) -> Result<Option<String>> {
-        match self {
-            OpKernel::Plain(k) => Ok(Some(k.clif()?)),
-            OpKernel::Quantized(_) => Ok(None),
-        }
+    pub fn clif(&self) -> Result<String> {
+        Ok(match self {
+            OpKernel::Plain(k) => k.clif()?,
+            OpKernel::Quantized(k) => k.clif()?,
+        })
     }
 
     /// The machine code.
@@ -400,20 +375,20 @@ impl OpKernel {
         }
     }
 
-    /// Iterations of the outermost loop, which a parallel call splits (plain gathers).
-    pub fn outer_extent(&self) -> Option<u64> {
+    /// Iterations of the outermost loop (a quantized op's: its indices), which a parallel call
+    /// splits.
+    pub fn outer_extent(&self) -> u64 {
         match self {
-            OpKernel::Plain(k) => Some(k.outer_extent()),
-            OpKernel::Quantized(_) => None,
+            OpKernel::Plain(k) => k.outer_extent(),
+            OpKernel::Quantized(k) => k.outer_extent(),
         }
     }
 
-    /// How many parts a call on `threads` threads splits into (1: the kernel has no parallel
-    /// call).
+    /// How many parts a call on `threads` threads splits into.
     pub fn parallel_parts(&self, threads: usize) -> usize {
         match self {
             OpKernel::Plain(k) => k.parallel_parts(threads),
-            OpKernel::Quantized(_) => 1,
+            OpKernel::Quantized(k) => k.parallel_parts(threads),
         }
     }
 
@@ -442,13 +417,18 @@ impl OpKernel {
     pub fn run(&self, inputs: &Inputs, output: &mut [u8]) -> Result<(), Error> {
         match self {
             OpKernel::Plain(k) => k.run_bytes(inputs.data, inputs.indices, output),
-            OpKernel::Quantized(_) => self.run_parallel(inputs, output, 1),
+            OpKernel::Quantized(k) => k.run_bytes(
+                inputs.data,
+                inputs.indices,
+                inputs.scales,
+                inputs.zero_points,
+                output,
+            ),
         }
     }
 
     /// [`OpKernel::run`] split over `threads` threads (see [`OpKernel::parallel_parts`]): the
-    /// call `bench` times. A quantized kernel has no parallel call yet: its caller refuses more
-    /// than one thread.
+    /// call `bench` times.
     ///
     /// # Errors
     /// As [`OpKernel::run`].
@@ -462,12 +442,13 @@ impl OpKernel {
             OpKernel::Plain(k) => {
                 k.run_bytes_parallel(inputs.data, inputs.indices, output, threads)
             }
-            OpKernel::Quantized(k) => k.run_bytes(
+            OpKernel::Quantized(k) => k.run_bytes_parallel(
                 inputs.data,
                 inputs.indices,
                 inputs.scales,
                 inputs.zero_points,
                 output,
+                threads,
             ),
         }
     }

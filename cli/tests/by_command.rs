@@ -281,10 +281,11 @@ fn explain_json_has_one_schema_for_every_op() {
     assert!(gguf["code_bytes"].as_u64().is_some_and(|n| n > 0), "{gguf}");
 }
 
-/// A flag a quantized op cannot honour is refused with one line, not ignored: more than one
-/// thread, and the banding flags of the plain gathers.
+/// Every bench flag is honoured or refused for a quantized op: `--threads` splits its indices
+/// (it reported one thread whatever was asked), `--index-limit` bounds them, and the banding
+/// flags of the plain gathers are refused with one line (they were ignored).
 #[test]
-fn bench_refuses_flags_a_quantized_op_cannot_honour() {
+fn bench_honours_or_refuses_every_flag_for_a_quantized_op() {
     let gguf = [
         "bench",
         "--op",
@@ -297,19 +298,21 @@ fn bench_refuses_flags_a_quantized_op_cannot_honour() {
         "8",
         "--time-ms",
         "5",
+        "--json",
     ];
-    let line = usage_error(&[&gguf[..], &["--threads", "2"]].concat());
-    assert!(line.contains("--threads"), "{line}");
-    assert!(line.contains("gather-gguf"), "{line}");
+    let two = json(&[&gguf[..], &["--threads", "2"]].concat());
+    assert_eq!(two["threads"], 2);
+    assert_eq!(two["threads_used"], 2, "{two}");
+    assert_eq!(two["outer_extent"], 8, "{two}");
     for flag in [&["--no-bands"][..], &["--band-max-rows", "8"]] {
         let line = usage_error(&[&gguf[..], flag].concat());
-        assert!(line.contains(flag[0]), "{line}");
+        assert!(
+            line.contains(flag[0]) && line.contains("gather-gguf"),
+            "{line}"
+        );
     }
-    // --threads 1 is what a quantized op runs on.
-    let json = json(&[&gguf[..], &["--threads", "1", "--json"]].concat());
-    assert_eq!(json["threads"], 1);
-    // --index-limit is honoured: every index below 2 reads two rows.
-    ok(&[&gguf[..], &["--index-limit", "2"]].concat());
+    let limited = json(&[&gguf[..], &["--index-limit", "2"]].concat());
+    assert_eq!(limited["index_limit"], 2);
 }
 
 /// `--flavor` is honoured by the quantized ops: under `--flavor onnx`, a negative id of
