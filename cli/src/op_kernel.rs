@@ -18,7 +18,6 @@ use gather_jit::{
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
-use crate::report::bytes_moved;
 
 /// The signature of any op.
 #[derive(Clone, Debug)]
@@ -396,7 +395,7 @@ impl OpKernel {
     /// part of data (and of the scales and zero points) read. The denominator of GB/s.
     pub fn bytes_moved(&self) -> u64 {
         match self {
-            OpKernel::Plain(k) => bytes_moved(k.plan()),
+            OpKernel::Plain(k) => plan_bytes_moved(k.plan()),
             OpKernel::Quantized(k) => {
                 let l = k.layout();
                 let sig = k.signature();
@@ -469,4 +468,10 @@ impl OpKernel {
             ),
         }
     }
+}
+
+/// Bytes a gather reads and writes: the output's size read from data, the indices read, and the
+/// output written. The denominator of every GB/s figure.
+pub fn plan_bytes_moved(plan: &Plan) -> u64 {
+    2 * plan.output_bytes + plan.indices_bytes
 }

@@ -6,6 +6,7 @@
 use gather_jit::{
     DType, GgufFormat, Quantization, QuantizedLayout, QuantizedSignature, Signature, Validated,
 };
+use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 
 use crate::buffer;
@@ -13,7 +14,6 @@ use crate::failure::{Failure, Result};
 use crate::npy::Array;
 use crate::npz::ArrayPath;
 use crate::opargs::OpArgs;
-use crate::random::XorShift;
 
 /// The logical (dequantized) data shape of stored `uint8` data of `stored` shape.
 ///

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use gather_jit::interp::interpret;
-use gather_jit::specialize::Plan;
 use gather_jit::{Kernel, Signature};
 use serde_json::{Value, json};
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
+use crate::op_kernel::plan_bytes_moved;
 use crate::progress::Progress;
 use crate::random::XorShift;
 use crate::timing::{gbps, human_time, measure, nanos};
@@ -97,18 +97,12 @@ pub struct Row {
     pub jit: Duration,
     /// Time of one interpreter run (none when it was not run).
     pub interp: Option<Duration>,
-    /// Bytes read and written by one call (see [`bytes_moved`]).
+    /// Bytes read and written by one call (see [`plan_bytes_moved`]).
     pub bytes_moved: u64,
     /// The verdict.
     pub agreement: Agreement,
     /// What differs, when the verdict is `No`.
     pub detail: Option<String>,
-}
-
-/// Bytes a gather reads and writes: the output's size read from data, the indices read, and the
-/// output written. The denominator of every GB/s figure.
-pub fn bytes_moved(plan: &Plan) -> u64 {
-    2 * plan.output_bytes + plan.indices_bytes
 }
 
 /// How long the warm JIT calls of one row may take in all.
@@ -230,7 +224,7 @@ fn row(
             time_warm_calls(kernel, case, output)
         }),
         interp,
-        bytes_moved: bytes_moved(kernel.plan()),
+        bytes_moved: plan_bytes_moved(kernel.plan()),
         agreement,
         detail,
     }
