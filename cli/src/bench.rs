@@ -6,12 +6,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::{Flavor, KernelCache, Tuning};
+use gather_jit::{Flavor, Inputs, KernelCache, Tuning};
 use serde_json::json;
 
 use crate::failure::{Failure, Result, eprint_line};
 use crate::hugepages;
-use crate::op_kernel::{Inputs, OpSignature};
+use crate::op_kernel::OpSignature;
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::progress::{self, Progress};
 use crate::quantized;
@@ -244,7 +244,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     });
 
     let threads = u64::from(args.threads);
-    let threads_used = kernel.parallel_parts(threads as usize) as u64;
+    let threads_used = kernel.compiled().parallel_parts(threads as usize) as u64;
     let output = &mut output_buffer[output_offset..];
     let inputs = Inputs {
         data,
@@ -255,11 +255,14 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     progress.done();
     progress.start("the kernel");
     kernel
-        .run_parallel(&inputs, output, threads as usize)
+        .compiled()
+        .run_inputs(inputs, output, threads as usize)
         .map_err(|e| sig.index_failure(e))?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
-        let _ = kernel.run_parallel(&inputs, black_box(&mut *output), threads as usize);
+        let _ = kernel
+            .compiled()
+            .run_inputs(inputs, black_box(&mut *output), threads as usize);
     });
     progress.done();
     progress.start("memcpy of the output's size");
@@ -303,11 +306,11 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
             "data_address_mod_64": data.as_ptr() as usize % 64,
             "threads": args.threads,
             "threads_used": threads_used,
-            "outer_extent": kernel.outer_extent(),
+            "outer_extent": kernel.compiled().outer_extent(),
             "code_bytes": kernel.code_bytes(),
             "compile_ns": compile,
             "first_compile_ns": nanos(first_compile),
-            "kernel_compile_ns": nanos(kernel.compile_time()),
+            "kernel_compile_ns": nanos(kernel.compiled().compile_time()),
             "shared_code_ns": shared_code,
             "cache_hit_ns": cache_hit.median,
             "cache_hit_lent_ns": cache_hit_lent.median,
@@ -392,7 +395,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         eprint_line(format_args!(
             "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
              has {} iteration(s)), so {threads_used} thread(s) were used",
-            kernel.outer_extent(),
+            kernel.compiled().outer_extent(),
         ));
     }
     Ok(())

@@ -40,7 +40,7 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
     let kernel = sig.compile(Tuning::default())?;
     let layout = kernel.layout();
-    let clif = kernel.clif()?;
+    let clif = kernel.compiled().clif()?;
     if args.json {
         let mut json = json!({
             "signature": sig.to_string(),
@@ -53,14 +53,14 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
             "indices_shape": sig.indices_shape(),
             "output_shape": layout.output_shape(),
             "output_bytes": layout.output_bytes()?,
-            "explain": kernel.explain(),
+            "explain": kernel.compiled().explain(),
             "resolved_op": kernel.resolved_op(),
             "plan": kernel.plan().map(plan_json),
-            "outer_extent": kernel.outer_extent(),
+            "outer_extent": kernel.compiled().outer_extent(),
             "clif": clif,
             "code_bytes": kernel.code_bytes(),
-            "compile_ns": nanos(kernel.compile_time()),
-            "disassembly": disassemble(kernel.machine_code()),
+            "compile_ns": nanos(kernel.compiled().compile_time()),
+            "disassembly": disassemble(kernel.compiled().machine_code()),
         });
         if let Some(quantized) = layout.quantized() {
             json["data_bytes_shape"] = quantized.data_bytes_shape().into();
@@ -72,12 +72,16 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     }
     // The library's explanation is its header lines, a blank line and the loops; the compile
     // time and the code size join the header.
-    let explained = kernel.explain();
+    let explained = kernel.compiled().explain();
     let (header, loops) = explained
         .split_once("\n\n")
         .unwrap_or((explained.as_str(), ""));
     outln!(out, "{header}");
-    outln!(out, "compile time:  {}", human_time(kernel.compile_time()));
+    outln!(
+        out,
+        "compile time:  {}",
+        human_time(kernel.compiled().compile_time())
+    );
     outln!(out, "machine code:  {} bytes", kernel.code_bytes());
     if !loops.is_empty() {
         outln!(out);
@@ -86,7 +90,7 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     outln!(out);
     outln!(out, "Cranelift IR (before optimisation):");
     outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
-    if let Some(lines) = disassemble(kernel.machine_code()) {
+    if let Some(lines) = disassemble(kernel.compiled().machine_code()) {
         outln!(out);
         outln!(out, "machine code (x86-64, AT&T syntax):");
         for line in lines {

@@ -2,18 +2,19 @@
 //! see them: the library's [`Kernel`] (Gather, GatherElements, GatherND) and [`QuantizedKernel`]
 //! (GatherBlockQuantized, GGUF rows) behind one enum each.
 //!
-//! This file is all the commands know of the difference between the families, so that a kernel
-//! trait shared by both in the library can replace it: the commands call only what is here.
+//! What every kernel offers, the commands take from the library's [`CompiledOp`] (through
+//! [`OpKernel::compiled`]); this file adds what the trait does not have (validation before
+//! compiling, the cache, buffer sizes, the plan, the interpreter, GB/s's byte count) and is
+//! all the commands know of the difference between the families.
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use gather_jit::interp::interpret;
+use gather_jit::interp::{interpret, interpret_quantized};
 use gather_jit::specialize::Plan;
 use gather_jit::{
-    DType, Error, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, QuantizedKernel,
-    QuantizedLayout, QuantizedSignature, Signature, Tuning, Validated, interpret_quantized,
+    CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
+    QuantizedKernel, QuantizedLayout, QuantizedSignature, Signature, Tuning, Validated,
 };
 
 use crate::buffer;
@@ -26,20 +27,6 @@ pub enum OpSignature {
     Plain(Signature),
     /// GatherBlockQuantized, GGUF rows.
     Quantized(QuantizedSignature),
-}
-
-/// The buffers of one call, native-endian and C order. `scales` is empty and `zero_points`
-/// `None` for ops without them.
-#[derive(Clone, Copy, Debug)]
-pub struct Inputs<'a> {
-    /// Data (packed `uint8` for a quantized op).
-    pub data: &'a [u8],
-    /// Indices, in the signature's index type.
-    pub indices: &'a [u8],
-    /// Scales (block quantization).
-    pub scales: &'a [u8],
-    /// Packed zero points (block quantization with zero points).
-    pub zero_points: Option<&'a [u8]>,
 }
 
 impl OpSignature {
@@ -305,20 +292,27 @@ pub enum OpKernel {
 }
 
 impl OpKernel {
+    /// The kernel as the library's [`CompiledOp`], which has what the commands need of every
+    /// op: signature text, output shape and dtype, explanation, CLIF, machine code, compile
+    /// time, outer extent, parallel parts, and the checked run on byte buffers (split across
+    /// threads).
+    pub fn compiled(&self) -> &dyn CompiledOp {
+        match self {
+            OpKernel::Plain(k) => &**k,
+            OpKernel::Quantized(k) => &**k,
+        }
+    }
+
+    /// Size of the machine code in bytes.
+    pub fn code_bytes(&self) -> usize {
+        self.compiled().machine_code().len()
+    }
+
     /// The buffers' shapes and sizes.
     pub fn layout(&self) -> OpLayout<'_> {
         match self {
             OpKernel::Plain(k) => OpLayout::Plain(k.validated()),
             OpKernel::Quantized(k) => OpLayout::Quantized(k.layout()),
-        }
-    }
-
-    /// What the kernel does, for people: its signature, output shape and loop nest (and a
-    /// quantized op's buffers), as the library words it: header lines, a blank line, the loops.
-    pub fn explain(&self) -> String {
-        match self {
-            OpKernel::Plain(k) => k.explain(),
-            OpKernel::Quantized(k) => k.explain(),
         }
     }
 
@@ -336,58 +330,6 @@ impl OpKernel {
         match self {
             OpKernel::Plain(k) => Some(format!("{:?}", k.validated().op())),
             OpKernel::Quantized(_) => None,
-        }
-    }
-
-    /// The Cranelift IR (before Cranelift's optimisations).
-    ///
-    /// # Errors
-    /// The host ISA is unavailable.
-    pub fn clif(&self) -> Result<String> {
-        Ok(match self {
-            OpKernel::Plain(k) => k.clif()?,
-            OpKernel::Quantized(k) => k.clif()?,
-        })
-    }
-
-    /// The machine code.
-    pub fn machine_code(&self) -> &[u8] {
-        match self {
-            OpKernel::Plain(k) => k.machine_code(),
-            OpKernel::Quantized(k) => k.machine_code(),
-        }
-    }
-
-    /// Size of the machine code in bytes.
-    pub fn code_bytes(&self) -> usize {
-        match self {
-            OpKernel::Plain(k) => k.code_bytes(),
-            OpKernel::Quantized(k) => k.code_bytes(),
-        }
-    }
-
-    /// How long validation and compilation took.
-    pub fn compile_time(&self) -> Duration {
-        match self {
-            OpKernel::Plain(k) => k.compile_time(),
-            OpKernel::Quantized(k) => k.compile_time(),
-        }
-    }
-
-    /// Iterations of the outermost loop (a quantized op's: its indices), which a parallel call
-    /// splits.
-    pub fn outer_extent(&self) -> u64 {
-        match self {
-            OpKernel::Plain(k) => k.outer_extent(),
-            OpKernel::Quantized(k) => k.outer_extent(),
-        }
-    }
-
-    /// How many parts a call on `threads` threads splits into.
-    pub fn parallel_parts(&self, threads: usize) -> usize {
-        match self {
-            OpKernel::Plain(k) => k.parallel_parts(threads),
-            OpKernel::Quantized(k) => k.parallel_parts(threads),
         }
     }
 
@@ -409,53 +351,10 @@ impl OpKernel {
         }
     }
 
-    /// Runs the kernel on byte buffers, checking their lengths.
-    ///
-    /// # Errors
-    /// A buffer of the wrong length; a rejected index (its position and value).
-    pub fn run(&self, inputs: &Inputs, output: &mut [u8]) -> Result<(), Error> {
-        match self {
-            OpKernel::Plain(k) => k.run_bytes(inputs.data, inputs.indices, output),
-            OpKernel::Quantized(k) => k.run_bytes(
-                inputs.data,
-                inputs.indices,
-                inputs.scales,
-                inputs.zero_points,
-                output,
-            ),
-        }
-    }
-
-    /// [`OpKernel::run`] split over `threads` threads (see [`OpKernel::parallel_parts`]): the
-    /// call `bench` times.
-    ///
-    /// # Errors
-    /// As [`OpKernel::run`].
-    pub fn run_parallel(
-        &self,
-        inputs: &Inputs,
-        output: &mut [u8],
-        threads: usize,
-    ) -> Result<(), Error> {
-        match self {
-            OpKernel::Plain(k) => {
-                k.run_bytes_parallel(inputs.data, inputs.indices, output, threads)
-            }
-            OpKernel::Quantized(k) => k.run_bytes_parallel(
-                inputs.data,
-                inputs.indices,
-                inputs.scales,
-                inputs.zero_points,
-                output,
-                threads,
-            ),
-        }
-    }
-
     /// The reference interpreter's output on the same inputs.
     ///
     /// # Errors
-    /// As [`OpKernel::run`].
+    /// As [`CompiledOp::run_inputs`].
     pub fn interpret(&self, inputs: &Inputs) -> Result<Vec<u8>, Error> {
         match self {
             OpKernel::Plain(k) => interpret(k.validated(), inputs.data, inputs.indices),

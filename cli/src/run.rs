@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use gather_jit::{Quantization, Signature, Tuning};
+use gather_jit::{Inputs, Quantization, Signature, Tuning};
 use serde_json::json;
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
 use crate::npy::{self, Array, ElementType};
 use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
-use crate::op_kernel::{Inputs, OpKernel, OpSignature};
+use crate::op_kernel::{OpKernel, OpSignature};
 use crate::opargs::{OpArgs, OpKind};
 use crate::quantized::{self, Input};
 use crate::timing::{human_time, nanos};
@@ -115,7 +115,8 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
     };
     let gathered = Instant::now();
     kernel
-        .run(&inputs, &mut output)
+        .compiled()
+        .run_inputs(inputs, &mut output, 1)
         .map_err(|e| sig.index_failure(e))?;
     let gather = gathered.elapsed();
     let check_time = if args.check {
@@ -146,7 +147,7 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
             "indices": indices.path.to_string(),
             "checked": args.check,
             "read_ns": nanos(read),
-            "compile_ns": nanos(kernel.compile_time()),
+            "compile_ns": nanos(kernel.compiled().compile_time()),
             "gather_ns": nanos(gather),
             "check_ns": check_time.map(nanos),
             "write_ns": nanos(write),
