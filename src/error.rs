@@ -234,6 +234,16 @@ pub enum Error {
         /// What is wrong, and the accepted values.
         what: String,
     },
+    /// The generic shape rule ([`crate::ir::output_shape`]) needs the value of a dim that is
+    /// symbolic (GatherND's index depth, which decides the output's rank).
+    #[error("{op}: {what} must be known, not symbolic")]
+    #[non_exhaustive]
+    SymbolicDim {
+        /// The operator.
+        op: OpName,
+        /// Which dim.
+        what: &'static str,
+    },
     /// Cranelift rejected the generated function (a bug in this crate: please report it).
     #[error("code generation failed: {0}")]
     #[non_exhaustive]
@@ -263,6 +273,7 @@ impl Error {
             Error::DTypeMismatch { .. } | Error::IndexTypeMismatch { .. } => "type mismatch",
             Error::Allocation { .. } => "allocation failed",
             Error::InvalidQuantization { .. } => "invalid quantization",
+            Error::SymbolicDim { .. } => "symbolic dim",
             Error::Codegen(_) => "codegen",
         }
     }

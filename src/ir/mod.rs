@@ -3,8 +3,12 @@
 //! A [`Signature`] names the op and its attributes, the framework [`Flavor`] whose rules apply,
 //! the [`IndexPolicy`] (negative and out-of-range indices), the element and index types and the
 //! shapes. It is plain data, hashable, and is the key of the kernel cache. [`Signature::validate`]
-//! (in `shape.rs`) is the one function that checks it and infers the output shape.
+//! (in `shape.rs`) is the one function that checks it and infers the output shape, through the
+//! output-shape rule that every dim type shares ([`output_shape`], in `rule.rs`) and the checks
+//! that every op family's validation shares (`checks.rs`).
 
+pub(crate) mod checks;
+mod rule;
 mod shape;
 
 use std::fmt;
@@ -13,7 +17,9 @@ pub(crate) use crate::types::ShapeDisplay;
 pub use crate::types::{
     DType, Flavor, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, OpName, OutOfRange,
 };
-pub use shape::{ResolvedOp, Validated};
+pub(crate) use rule::gather_shape;
+pub use rule::{Dim, ResolvedOp, ShapeRule, output_shape};
+pub use shape::Validated;
 
 /// The gather operator and its attributes, as written by the framework (not yet normalised).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -250,12 +256,27 @@ impl fmt::Display for Signature {
     }
 }
 
-/// Row-major coordinates of element `flat` of `shape`.
-pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+/// The row-major coordinates of element `flat` of a tensor of `shape` (the inverse of
+/// `sum(coords[i] * stride[i])`): how an error names the position of a bad index.
+///
+/// A `flat` past the element count wraps in the first dim; a zero dim (a tensor without
+/// elements, which has no positions) gives coordinate 0 rather than dividing by zero.
+///
+/// ```
+/// use gather_jit::ir::unravel;
+///
+/// assert_eq!(unravel(7, &[2, 3, 2]), [1, 0, 1]);
+/// assert_eq!(unravel(5, &[2, 3]), [1, 2]);
+/// // No division by a zero dim: its coordinate is 0.
+/// assert_eq!(unravel(4, &[2, 0, 3])[1], 0);
+/// ```
+pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut coords = vec![0; shape.len()];
     for (c, &d) in coords.iter_mut().zip(shape).rev() {
-        *c = flat % d;
-        flat /= d;
+        if d > 0 {
+            *c = flat % d;
+            flat /= d;
+        }
     }
     coords
 }

@@ -14,20 +14,24 @@
 //!
 //! Shapes are the logical (dequantized) ones: the output is Gather's rule on them. This file
 //! owns the signature and its validation ([`QuantizedLayout`]: every buffer's shape and size);
-//! `interp.rs` is the definition as code, `lower/` the loop nest. Compiling, caching and
-//! calling go through the machinery every op shares ([`crate::QuantizedKernel`],
-//! [`crate::KernelCache`]).
+//! `shape.rs` the shape rules (stored to logical data, the output), `interp.rs` the definition
+//! as code, `lower/` the loop nest. Compiling, caching and calling go through the machinery
+//! every op shares ([`crate::QuantizedKernel`], [`crate::KernelCache`]).
 
 mod interp;
 pub(crate) mod lower;
+mod shape;
 
 use std::fmt;
 
 use crate::error::{Error, Result};
-use crate::ir::{DType, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, OpName, OutOfRange};
+use crate::ir::checks;
+use crate::ir::{DType, IndexPolicy, IndexType, NegativeIndices, OpName, OutOfRange};
 
 pub use crate::kernel::QuantizedKernel;
 pub use interp::interpret_quantized;
+use shape::{gguf_rank, values_per_byte};
+pub use shape::{logical_data_shape, quantized_output_shape};
 
 /// The attributes of ONNX Runtime's `GatherBlockQuantized`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -265,46 +269,21 @@ impl QuantizedLayout {
         }
         let d = &sig.data_shape;
         let rank = d.len();
-        for (input, r) in [("data", rank), ("indices", sig.indices_shape.len())] {
-            if r > MAX_RANK {
-                return Err(Error::RankTooLarge {
-                    op,
-                    input,
-                    rank: r,
-                    max: MAX_RANK,
-                });
-            }
-        }
-        if rank == 0 {
-            return Err(Error::RankTooSmall {
-                op,
-                input: "data",
-                rank: 0,
-                min: 1,
-            });
-        }
-        let axis = |a: i64| -> Result<usize> {
-            let resolved = if a < 0 { a + rank as i64 } else { a };
-            if (0..rank as i64).contains(&resolved) {
-                Ok(resolved as usize)
-            } else {
-                Err(Error::AxisOutOfRange { op, axis: a, rank })
-            }
-        };
+        checks::max_rank(op, "data", rank)?;
+        checks::max_rank(op, "indices", sig.indices_shape.len())?;
+        checks::min_rank(op, "data", rank, 1)?;
         let (gather_axis, quantize_axis, block_size, data_bytes_shape, scales_shape, zp) =
             match sig.quantization {
                 Quantization::Block(q) => {
-                    if q.bits != 4 && q.bits != 8 {
-                        return invalid(format!("bits must be 4 or 8, not {}", q.bits));
-                    }
+                    let per_byte = values_per_byte(op, q.bits)?;
                     if q.block_size < 16 || !q.block_size.is_power_of_two() {
                         return invalid(format!(
                             "block_size must be a power of two of at least 16, not {}",
                             q.block_size
                         ));
                     }
-                    let (g, qa) = (axis(q.gather_axis)?, axis(q.quantize_axis)?);
-                    let per_byte = usize::from(8 / q.bits);
+                    let g = checks::normalise_axis(op, q.gather_axis, rank)?;
+                    let qa = checks::normalise_axis(op, q.quantize_axis, rank)?;
                     let last = d[rank - 1];
                     if !last.is_multiple_of(per_byte) {
                         return invalid(format!(
@@ -325,9 +304,7 @@ impl QuantizedLayout {
                     (g, qa, q.block_size, stored, scales, zp)
                 }
                 Quantization::Gguf(format) => {
-                    if rank != 2 {
-                        return invalid(format!("data must be [rows, row_len], not rank {rank}"));
-                    }
+                    gguf_rank(op, rank)?;
                     let values = GgufFormat::BLOCK_VALUES;
                     if !d[1].is_multiple_of(values) {
                         return invalid(format!(
@@ -341,32 +318,11 @@ impl QuantizedLayout {
                     (0, 1, values, stored, Vec::new(), None)
                 }
             };
-        let mut output_shape = d[..gather_axis].to_vec();
-        output_shape.extend_from_slice(&sig.indices_shape);
-        output_shape.extend_from_slice(&d[gather_axis + 1..]);
-        if output_shape.len() > MAX_RANK {
-            return Err(Error::RankTooLarge {
-                op,
-                input: "output",
-                rank: output_shape.len(),
-                max: MAX_RANK,
-            });
-        }
-        // A zero dim counts as 1 in the check, as for the other gathers (and as ndarray
-        // does): the kernel's loops multiply the other dims whatever their product is.
-        let bytes = |what: &'static str, shape: &[usize], element: usize| -> Result<usize> {
-            shape
-                .iter()
-                .try_fold(element, |n, &dim| n.checked_mul(dim.max(1)))
-                .filter(|&n| n <= isize::MAX as usize)
-                .map(|_| element * shape.iter().product::<usize>())
-                .ok_or_else(|| Error::SizeOverflow {
-                    what,
-                    shape: shape.to_vec(),
-                })
-        };
+        // The rank and the axis are checked above, so this adds no error of its own.
+        let output_shape = quantized_output_shape(sig.quantization, d, &sig.indices_shape)?;
+        checks::max_rank(op, "output", output_shape.len())?;
         // The logical data must be addressable too: the kernel counts in values.
-        bytes("data", d, 1)?;
+        checks::check_size("data", d, 1)?;
         let element = sig.dtype.size();
         Ok(QuantizedLayout {
             signature: sig.clone(),
@@ -374,18 +330,22 @@ impl QuantizedLayout {
             quantize_axis,
             block_size,
             blocks: d[quantize_axis].div_ceil(block_size),
-            data_bytes: bytes("data", &data_bytes_shape, 1)?,
-            indices_bytes: bytes("indices", &sig.indices_shape, sig.index_type.size())?,
+            data_bytes: checks::check_size("data", &data_bytes_shape, 1)?,
+            indices_bytes: checks::check_size(
+                "indices",
+                &sig.indices_shape,
+                sig.index_type.size(),
+            )?,
             scales_bytes: if scales_shape.is_empty() {
                 0
             } else {
-                bytes("scales", &scales_shape, element)?
+                checks::check_size("scales", &scales_shape, element)?
             },
             zero_points_bytes: match &zp {
-                Some(zp) => bytes("zero_points", zp, 1)?,
+                Some(zp) => checks::check_size("zero_points", zp, 1)?,
                 None => 0,
             },
-            output_bytes: bytes("output", &output_shape, element)?,
+            output_bytes: checks::check_size("output", &output_shape, element)?,
             data_bytes_shape,
             scales_shape,
             zero_points_bytes_shape: zp,
