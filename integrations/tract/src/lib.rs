@@ -54,7 +54,8 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use gather_jit::{DType, IndexType, KernelCache, Op as GatherOp, Signature};
+use gather_jit::ir::{Dim, ShapeRule, output_shape};
+use gather_jit::{DType, Flavor, IndexType, KernelCache, Op as GatherOp, Signature};
 use tract_onnx::model::ParsingContext;
 use tract_onnx::pb::NodeProto;
 use tract_onnx::tract_hir::internal::*;
@@ -390,12 +391,14 @@ impl Expansion for JitGatherExpansion {
 }
 
 /// GatherND's type and shape rules (tract's own take the output's trailing dims from the
-/// indices instead of from data when `batch_dims > 0`): `output = indices[:-1] +
-/// data[batch_dims + n:]`, with `n = indices.shape[-1]`.
+/// indices instead of from data when `batch_dims > 0`): gather-jit's rule
+/// ([`gather_jit::ir::ShapeRule`]), `output = indices[:-1] + data[batch_dims + n:]` with
+/// `n = indices.shape[-1]`, as equations between the output's dims and the inputs'.
 ///
-/// Ranks, `batch_dims` and `n` come from the model file, so every one is checked before it is
-/// used in arithmetic, with ONNX's limits (as ONNX Runtime, a model outside them fails to load):
-/// both ranks at least 1, `batch_dims < min(ranks)`, `1 <= n <= rank(data) - batch_dims`.
+/// Ranks, `batch_dims` and `n` come from the model file, so the rule checks every one before
+/// it is used in arithmetic, with ONNX's limits (as ONNX Runtime, a model outside them fails to
+/// load): both ranks at least 1, `batch_dims < min(ranks)`, `1 <= n <= rank(data) - batch_dims`.
+/// The ranks are checked as soon as they are known, `n` once it is.
 fn gather_nd_rules<'r, 'p: 'r>(
     batch_dims: usize,
     s: &mut Solver<'r>,
@@ -405,32 +408,45 @@ fn gather_nd_rules<'r, 'p: 'r>(
     check_input_arity(inputs, 2)?;
     check_output_arity(outputs, 1)?;
     s.equals(&outputs[0].datum_type, &inputs[0].datum_type)?;
+    // An attribute past `i64::MAX` is out of range whatever the ranks; the rule says so.
+    let op = GatherOp::GatherNd {
+        batch_dims: i64::try_from(batch_dims).unwrap_or(i64::MAX),
+    };
     s.given_2(
         &inputs[0].rank,
         &inputs[1].rank,
         move |s, data_rank, indices_rank| {
-            let data_rank = at_least_rank_1("GatherND", "data", data_rank)?;
-            let indices_rank = at_least_rank_1("GatherND", "indices", indices_rank)?;
-            let tuple_dims = indices_rank - 1;
-            let max_batch_dims = data_rank.min(indices_rank) - 1;
-            ensure!(
-                batch_dims <= max_batch_dims,
-                "GatherND: batch_dims {batch_dims} is out of range (allowed 0..={max_batch_dims})"
-            );
-            for i in 0..tuple_dims {
-                s.equals(&outputs[0].shape[i], &inputs[1].shape[i])?;
-            }
-            s.given(&inputs[1].shape[tuple_dims], move |s, depth| {
+            let rank = |rank: i64| {
+                usize::try_from(rank).map_err(|_| format_err!("GatherND: a rank of {rank}"))
+            };
+            let (data_rank, indices_rank) = (rank(data_rank)?, rank(indices_rank)?);
+            let rule =
+                ShapeRule::new(op, Flavor::Onnx, data_rank, indices_rank).map_err(rule_error)?;
+            // Ranks of at least 1 (the rule checked them).
+            let depth_dim = indices_rank - 1;
+            s.given(&inputs[1].shape[depth_dim], move |s, depth| {
                 // A symbolic depth leaves the output's rank open, as it is in tract's own rules.
-                if let Ok(depth) = depth.to_i64() {
-                    let from = batch_dims + index_depth(depth, data_rank - batch_dims)?;
-                    s.equals(&outputs[0].rank, (tuple_dims + data_rank - from) as i64)?;
-                    for j in 0..data_rank - from {
-                        s.equals(
-                            &outputs[0].shape[tuple_dims + j],
-                            &inputs[0].shape[from + j],
-                        )?;
-                    }
+                let Ok(depth) = depth.to_i64() else {
+                    return Ok(());
+                };
+                let depth = usize::try_from(depth).map_err(|_| {
+                    format_err!("GatherND: index depth {depth} (the indices' last dim) is negative")
+                })?;
+                let dims = |input, rank| -> Vec<InputDim> {
+                    (0..rank)
+                        .map(|dim| InputDim {
+                            input,
+                            dim,
+                            value: (input == 1 && dim == depth_dim).then_some(depth),
+                        })
+                        .collect()
+                };
+                let (_, output) = rule
+                    .apply(&dims(0, data_rank), &dims(1, indices_rank))
+                    .map_err(rule_error)?;
+                s.equals(&outputs[0].rank, output.len() as i64)?;
+                for (k, from) in output.iter().enumerate() {
+                    s.equals(&outputs[0].shape[k], &inputs[from.input].shape[from.dim])?;
                 }
                 Ok(())
             })
@@ -438,39 +454,94 @@ fn gather_nd_rules<'r, 'p: 'r>(
     )
 }
 
-/// A rank that must be at least 1, as a `usize`.
-fn at_least_rank_1(op: &str, input: &str, rank: i64) -> TractResult<usize> {
-    match usize::try_from(rank) {
-        Ok(rank) if rank >= 1 => Ok(rank),
-        _ => bail!("{op}: {input} has rank {rank}, but at least 1 is required"),
+/// A dim of one of a GatherND's inputs, for [`gather_nd_rules`]: the shape rule moves dims
+/// from the inputs to the output, and the solver equates each of the output's dims with the
+/// input dim it came from. Only the index depth's value is known.
+#[derive(Clone, Copy, Debug)]
+struct InputDim {
+    /// 0 for data, 1 for indices.
+    input: usize,
+    /// The dim of that input.
+    dim: usize,
+    /// The index depth's value.
+    value: Option<usize>,
+}
+
+impl Dim for InputDim {
+    fn value(&self) -> Option<usize> {
+        self.value
+    }
+
+    // ONNX's GatherND multiplies no dims (only OpenVINO's GatherND-5 flattens its batch dims),
+    // and an input dim cannot stand for a product.
+    fn checked_mul_dim(&self, _: &InputDim) -> Option<InputDim> {
+        None
+    }
+
+    fn checked_mul_value(&self, _: usize) -> Option<InputDim> {
+        None
+    }
+
+    fn exact_div_value(&self, _: usize) -> Option<InputDim> {
+        None
     }
 }
 
-/// GatherND's index depth (`indices.shape[-1]`), which must be in `1..=max` (`max` the data's
-/// rank minus `batch_dims`).
-fn index_depth(depth: i64, max: usize) -> TractResult<usize> {
-    match usize::try_from(depth) {
-        Ok(depth) if (1..=max).contains(&depth) => Ok(depth),
-        _ => bail!(
-            "GatherND: index depth {depth} (the indices' last dim) must be in 1..={max} (data rank minus batch_dims)"
-        ),
+/// A tract dim as gather-jit's shape rule takes it ([`gather_jit::ir::Dim`]): neither the
+/// trait nor `TDim` is this crate's, hence the newtype. Its dims are never negative (see
+/// [`tract_dims`]).
+#[derive(Clone, Debug)]
+struct TractDim(TDim);
+
+impl Dim for TractDim {
+    fn value(&self) -> Option<usize> {
+        self.0.to_i64().ok().and_then(|v| usize::try_from(v).ok())
+    }
+
+    fn checked_mul_dim(&self, other: &TractDim) -> Option<TractDim> {
+        match (self.value(), other.value()) {
+            (Some(a), Some(b)) => a.checked_mul(b).and_then(TractDim::known),
+            _ => Some(TractDim(self.0.clone() * &other.0)),
+        }
+    }
+
+    fn checked_mul_value(&self, factor: usize) -> Option<TractDim> {
+        self.checked_mul_dim(&TractDim::known(factor)?)
+    }
+
+    fn exact_div_value(&self, divisor: usize) -> Option<TractDim> {
+        self.value()?
+            .exact_div_value(divisor)
+            .and_then(TractDim::known)
     }
 }
 
-/// `axis` of data of rank `rank`, negative counting from the end, as gather-jit resolves it.
-fn resolve_axis(op: &str, axis: i64, rank: usize) -> TractResult<usize> {
-    let signed = i64::try_from(rank).unwrap_or(i64::MAX);
-    let resolved = if axis < 0 {
-        axis.checked_add(signed)
-    } else {
-        Some(axis)
-    };
-    match resolved.and_then(|a| usize::try_from(a).ok()) {
-        Some(a) if a < rank => Ok(a),
-        _ => bail!(
-            "{op}: axis {axis} is out of range for data of rank {rank} (allowed -{rank}..={})",
-            signed - 1
+impl TractDim {
+    /// A known value, if tract's `i64` dims hold it.
+    fn known(value: usize) -> Option<TractDim> {
+        i64::try_from(value).ok().map(|v| TractDim(TDim::Val(v)))
+    }
+}
+
+/// `dims` for gather-jit's shape rule; an error if one is negative (see [`known_dim`]).
+fn tract_dims(op: &str, dims: &[TDim]) -> TractResult<Vec<TractDim>> {
+    dims.iter()
+        .map(|dim| {
+            known_dim(dim).with_context(|| op.to_string())?;
+            Ok(TractDim(dim.clone()))
+        })
+        .collect()
+}
+
+/// gather-jit's shape-rule error as tract's. The index depth keeps the words this crate's
+/// rules have always used for it ("index depth"), which the errors of models that fail to
+/// load name.
+fn rule_error(error: gather_jit::Error) -> TractError {
+    match error {
+        gather_jit::Error::IndexDepthOutOfRange { op, depth, max, .. } => format_err!(
+            "{op}: index depth {depth} (the indices' last dim) must be in 1..={max} (data rank minus batch_dims)"
         ),
+        other => other.into(),
     }
 }
 
@@ -606,9 +677,9 @@ pub struct JitGather {
 
 impl JitGather {
     /// The output shape for these input shapes, dims symbolic or not: gather-jit's own
-    /// inference when every dim is known, the same rule over `TDim`s otherwise (every rank,
-    /// axis, `batch_dims` and depth checked as gather-jit checks them, since a hand-built op or
-    /// a model file may hold any).
+    /// validation when every dim is known (its size checks too), gather-jit's rule over
+    /// `TDim`s otherwise (every rank, axis, `batch_dims` and depth checked as gather-jit checks
+    /// them, since a hand-built op or a model file may hold any).
     fn output_shape(&self, data: &[TDim], indices: &[TDim]) -> TractResult<TVec<TDim>> {
         let concrete = |dims: &[TDim]| -> TractResult<Option<Vec<usize>>> {
             let mut known = Vec::new();
@@ -628,55 +699,13 @@ impl JitGather {
                 .map(|&d| d.to_dim())
                 .collect());
         }
-        let mut shape: TVec<TDim> = tvec!();
-        match self.op {
-            GatherOp::Gather { axis, batch_dims } => {
-                // As gather-jit's ONNX flavor, which `signature` builds.
-                ensure!(
-                    batch_dims == 0,
-                    "Gather: flavor onnx does not support batch_dims={batch_dims} (only 0)"
-                );
-                at_least_rank_1("Gather", "data", data.len() as i64)?;
-                let axis = resolve_axis("Gather", axis, data.len())?;
-                shape.extend(data[..axis].iter().cloned());
-                shape.extend(indices.iter().cloned());
-                shape.extend(data[axis + 1..].iter().cloned());
-            }
-            GatherOp::GatherElements { axis } => {
-                at_least_rank_1("GatherElements", "data", data.len() as i64)?;
-                ensure!(
-                    data.len() == indices.len(),
-                    "GatherElements: data has rank {} but indices have rank {}; they must be equal",
-                    data.len(),
-                    indices.len()
-                );
-                resolve_axis("GatherElements", axis, data.len())?;
-                shape.extend(indices.iter().cloned());
-            }
-            GatherOp::GatherNd { batch_dims } => {
-                let data_rank = at_least_rank_1("GatherND", "data", data.len() as i64)?;
-                let indices_rank = at_least_rank_1("GatherND", "indices", indices.len() as i64)?;
-                let max_batch_dims = data_rank.min(indices_rank) - 1;
-                let batch_dims = usize::try_from(batch_dims)
-                    .ok()
-                    .filter(|&b| b <= max_batch_dims)
-                    .ok_or_else(|| {
-                        format_err!(
-                            "GatherND: batch_dims {batch_dims} is out of range (allowed 0..={max_batch_dims})"
-                        )
-                    })?;
-                let (last, tuples) = indices
-                    .split_last()
-                    .ok_or_else(|| format_err!("GatherND: indices of rank 0"))?;
-                let depth = last
-                    .to_i64()
-                    .context("GatherND: the indices' last dim must be known")?;
-                let from = batch_dims + index_depth(depth, data_rank - batch_dims)?;
-                shape.extend(tuples.iter().cloned());
-                shape.extend(data[from..].iter().cloned());
-            }
-        }
-        Ok(shape)
+        let name = self.name();
+        let data = tract_dims(&name, data)?;
+        let indices = tract_dims(&name, indices)?;
+        // As gather-jit's ONNX flavor, which `signature` builds.
+        let (_, shape) =
+            output_shape(self.op, Flavor::Onnx, &data, &indices).map_err(rule_error)?;
+        Ok(shape.into_iter().map(|dim| dim.0).collect())
     }
 
     /// The signature of one call on `data` and `indices`.
@@ -774,4 +803,73 @@ impl TypedOp for JitGather {
     }
 
     as_op!();
+}
+
+// Expected shapes written by hand from ONNX's Gather-13 and GatherND-13.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(scope: &SymbolScope, dims: &[&str]) -> Vec<TractDim> {
+        dims.iter()
+            .map(|d| match d.parse::<i64>() {
+                Ok(n) => TractDim(TDim::Val(n)),
+                Err(_) => TractDim(scope.sym(d).into()),
+            })
+            .collect()
+    }
+
+    fn shape(op: GatherOp, data: &[&str], indices: &[&str]) -> gather_jit::Result<String> {
+        let scope = SymbolScope::default();
+        let (_, out) = output_shape(
+            op,
+            Flavor::Onnx,
+            &dims(&scope, data),
+            &dims(&scope, indices),
+        )?;
+        let out: Vec<String> = out.iter().map(|d| d.0.to_string()).collect();
+        Ok(out.join(","))
+    }
+
+    #[test]
+    fn tdims_go_through_gather_jits_rule() {
+        let gather = GatherOp::Gather {
+            axis: 0,
+            batch_dims: 0,
+        };
+        assert_eq!(shape(gather, &["V", "64"], &["B", "S"]).unwrap(), "B,S,64");
+        let nd = GatherOp::GatherNd { batch_dims: 1 };
+        assert_eq!(
+            shape(nd, &["N", "3", "4"], &["N", "T", "1"]).unwrap(),
+            "N,T,4"
+        );
+        let elements = GatherOp::GatherElements { axis: 1 };
+        assert_eq!(shape(elements, &["N", "9"], &["N", "2"]).unwrap(), "N,2");
+        let e = shape(nd, &["N", "3", "4"], &["N", "T", "D"]).unwrap_err();
+        assert_eq!(e.category(), "symbolic dim");
+    }
+
+    #[test]
+    fn tdim_arithmetic_is_checked_where_the_values_are_known() {
+        let scope = SymbolScope::default();
+        let [n, three] = [&scope.sym("N").into(), &TDim::Val(3)].map(|d| TractDim(d.clone()));
+        assert_eq!(
+            three.checked_mul_dim(&three).and_then(|d| d.value()),
+            Some(9)
+        );
+        assert_eq!(
+            n.checked_mul_value(3).map(|d| d.0.to_string()),
+            Some("3*N".into())
+        );
+        assert!(n.exact_div_value(2).is_none());
+        assert_eq!(
+            TractDim(TDim::Val(36))
+                .exact_div_value(18)
+                .and_then(|d| d.value()),
+            Some(2)
+        );
+        let huge = TractDim(TDim::Val(i64::MAX));
+        assert!(huge.checked_mul_value(2).is_none());
+        assert_eq!(TractDim(TDim::Val(-2)).value(), None);
+    }
 }
