@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
+use gather_jit::ir::{output_shape, unravel};
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OpName,
     OutOfRange, Signature,
@@ -158,9 +159,12 @@ impl JitGather {
                 Kind::IndexSelect { dim } => return data.index_select(indices, dim),
                 Kind::Gather { dim } => return data.gather(indices, dim),
                 Kind::Take { dim } if dim < data.rank() => {
-                    let mut dims = data.dims()[..dim].to_vec();
-                    dims.extend_from_slice(indices.dims());
-                    dims.extend_from_slice(&data.dims()[dim + 1..]);
+                    let take = Op::Gather {
+                        axis: attribute(dim)?,
+                        batch_dims: 0,
+                    };
+                    let (_, dims) = output_shape(take, Flavor::Onnx, data.dims(), indices.dims())
+                        .map_err(from_jit)?;
                     return data
                         .index_select(&indices.flatten_all()?, dim)?
                         .reshape(dims);
@@ -230,9 +234,13 @@ impl JitGather {
         {
             // candle's index_select never reads an id when the dims before `dim` are empty, so
             // none is an error; gather-jit would check them all.
-            let mut shape = signature.data_shape[..dim].to_vec();
-            shape.extend_from_slice(&signature.indices_shape);
-            shape.extend_from_slice(&signature.data_shape[dim + 1..]);
+            let (_, shape) = output_shape(
+                signature.op,
+                signature.flavor,
+                &signature.data_shape,
+                &signature.indices_shape,
+            )
+            .map_err(from_jit)?;
             return Ok((T::to_cpu_storage_owned(Vec::new()), Shape::from(shape)));
         }
         let maximum = signature.index_type.max_value() as u128;
@@ -424,18 +432,6 @@ fn contains_maximum(indices: &[u8], index_type: IndexType) -> bool {
         IndexType::U8 | IndexType::I8 => indices.contains(&(maximum as u8)),
         _ => (0..indices.len() / index_type.size()).any(|i| index_type.read(indices, i) == maximum),
     }
-}
-
-/// The coordinates of the `flat`-th element of a row-major tensor of `shape`.
-pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut position = vec![0; shape.len()];
-    for (coordinate, &dim) in position.iter_mut().zip(shape).rev() {
-        if dim > 0 {
-            *coordinate = flat % dim;
-            flat /= dim;
-        }
-    }
-    position
 }
 
 /// Runs `kernel` on C-contiguous `data` and `indices` into an output allocated here, once, and

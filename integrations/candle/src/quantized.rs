@@ -8,11 +8,12 @@ use candle_core::backend::BackendStorage;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
+use gather_jit::ir::unravel;
+use gather_jit::quant::{Quantization, quantized_output_shape};
 use gather_jit::{DType, GgufFormat, IndexType, KernelCache, OpName, QuantizedSignature};
 
 use crate::error::{allocation, from_jit, index_out_of_range, msg};
 use crate::layout::{contiguous, element_count};
-use crate::op::unravel;
 
 /// The op's name in errors and in candle's custom-op machinery.
 const NAME: &str = "gather-jit-quantized-embedding";
@@ -391,8 +392,12 @@ impl CustomOp1 for QuantizedEmbedding {
             }
             Blocks::Bytes(table) => self.gather(table, &ids, layout.dims(), index_type)?,
         };
-        let mut shape = layout.dims().to_vec();
-        shape.push(self.hidden_size);
+        let shape = quantized_output_shape(
+            Quantization::Gguf(self.format),
+            &[self.vocabulary, self.hidden_size],
+            layout.dims(),
+        )
+        .map_err(from_jit)?;
         Ok((CpuStorage::F32(rows), Shape::from(shape)))
     }
 }
