@@ -3,9 +3,7 @@
 //! tensor. `run` reads them into a signature here, `bench` draws them here; everything else
 //! goes through the commands' one path ([`crate::op_kernel`]).
 
-use gather_jit::{
-    DType, GgufFormat, Quantization, QuantizedLayout, QuantizedSignature, Signature, Validated,
-};
+use gather_jit::{DType, Quantization, QuantizedLayout, QuantizedSignature, Signature, Validated};
 use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 
@@ -20,32 +18,16 @@ use crate::opargs::OpArgs;
 /// # Errors
 /// GGUF rows that are not whole blocks; data of rank 0.
 fn logical_shape(quantization: Quantization, stored: &[usize], data: &str) -> Result<Vec<usize>> {
-    let Some((&last, _)) = stored.split_last() else {
-        return Err(Failure::usage(format!(
-            "{data}: quantized data must have at least one dim, not a scalar"
-        )));
-    };
-    let mut logical = stored.to_vec();
-    match quantization {
-        Quantization::Block(q) => {
-            let per_byte = if q.bits == 4 { 2 } else { 1 };
-            logical[stored.len() - 1] = last.checked_mul(per_byte).ok_or_else(|| {
-                Failure::usage(format!("{data}: a last dim of {last} bytes is too large"))
-            })?;
-        }
-        Quantization::Gguf(format) => {
-            if stored.len() != 2 || last % format.block_bytes() != 0 {
-                return Err(Failure::usage(format!(
-                    "{data}: GGUF data must be uint8 [rows, bytes_per_row] of whole {} blocks \
-                     ({} bytes each), not {stored:?}",
-                    format.name(),
-                    format.block_bytes()
-                )));
-            }
-            logical[1] = last / format.block_bytes() * GgufFormat::BLOCK_VALUES;
-        }
-    }
-    Ok(logical)
+    gather_jit::quant::logical_data_shape(quantization, stored).map_err(|error| match error {
+        // Block quantization's only such error is its bits, an attribute: worded as
+        // validation words it, whatever the data.
+        gather_jit::Error::InvalidQuantization {
+            op: gather_jit::OpName::GatherBlockQuantized,
+            ..
+        } => Failure::from(error),
+        // The stored shape's: the file is named, as for the other inputs.
+        _ => Failure::usage(format!("{data}: {error}")),
+    })
 }
 
 /// An input array and where it was read from.
