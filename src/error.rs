@@ -234,7 +234,7 @@ pub enum Error {
         /// What is wrong, and the accepted values.
         what: String,
     },
-    /// The generic shape rule ([`crate::ir::output_shape`]) needs the value of a dim that is
+    /// The generic shape rule (`ir::output_shape`) needs the value of a dim that is
     /// symbolic (GatherND's index depth, which decides the output's rank).
     #[error("{op}: {what} must be known, not symbolic")]
     #[non_exhaustive]

@@ -2,7 +2,7 @@
 //!
 //! [`Signature::validate`] checks every precondition of the op under its flavor, normalises
 //! `axis` and `batch_dims` and infers the output shape (through the generic rule of `rule.rs`),
-//! and proves that every rank is within [`MAX_RANK`](crate::types::MAX_RANK) and every element
+//! and proves that every rank is within [`MAX_RANK`](crate::ir::MAX_RANK) and every element
 //! count and byte size fits in `isize` (the checks of `checks.rs`). The interpreter, the
 //! specialiser and the public API all start from the [`Validated`] it returns, so they cannot
 //! disagree about shapes.
@@ -65,10 +65,11 @@ impl Signature {
     /// Checks the signature against its op's and flavor's rules and infers the output shape.
     ///
     /// # Errors
-    /// A typed [`Error`] naming the first violated rule: the flavor does not define the op, a
-    /// rank too small, `axis` or `batch_dims` out of range, batch dims that differ,
-    /// `indices.shape[-1]` out of `1..=rank-batch_dims`, GatherElements rank or dim mismatch, a
-    /// tensor of more than [`MAX_RANK`] dims, or an element count or byte size that overflows.
+    /// A typed [`Error`](crate::Error) naming the first violated rule: the flavor does not
+    /// define the op, a rank too small, `axis` or `batch_dims` out of range, batch dims that
+    /// differ, `indices.shape[-1]` out of `1..=rank-batch_dims`, GatherElements rank or dim
+    /// mismatch, a tensor of more than [`MAX_RANK`](crate::ir::MAX_RANK) dims, or an element
+    /// count or byte size that overflows.
     pub fn validate(&self) -> Result<Validated> {
         let op_name = self.op.name();
         checks::flavor_supports(op_name, self.flavor)?;
