@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use gather_jit::interp::interpret;
-use gather_jit::{DType, IndexType, Kernel, KernelCache, MAX_RANK, Signature, Tuning};
+use gather_jit::ir::MAX_RANK;
+use gather_jit::{DType, IndexType, Kernel, KernelCache, Signature, Tuning};
 use gather_jit_workloads::{Workload, model_cases, performance_cases, random_inputs};
 
 /// Interpreter runs are skipped above this many output elements (S4 has 48M: minutes).

@@ -56,7 +56,7 @@
 //!
 //! # Contents
 //! - [`Signature`] (in [`ir`]): op, flavor, policy, types and shapes; [`Signature::validate`]
-//!   checks it and infers the output shape ([`Validated`]).
+//!   checks it and infers the output shape ([`ir::Validated`]).
 //! - [`Kernel`]: a compiled gather; [`Kernel::run`], [`Kernel::run_bytes`] check their
 //!   arguments, [`Kernel::call`], [`Kernel::call_range`] and [`Kernel::call_parallel`] are
 //!   the raw entry points for runtimes that own their buffers and threads.
@@ -66,7 +66,9 @@
 //! - [`interp::interpret`]: the reference interpreter.
 //! - Quantized gathers ([`quant`]): rows of a quantized table dequantized as they are gathered,
 //!   ONNX Runtime's `GatherBlockQuantized` ([`jit_gather_block_quantized`]) and GGUF `Q4_0` /
-//!   `Q8_0` rows ([`jit_gather_gguf`]), with their interpreter [`interpret_quantized`].
+//!   `Q8_0` rows ([`jit_gather_gguf`]), with their interpreter [`interp::interpret_quantized`];
+//!   [`QuantizedKernel`] has the same kinds of calls as [`Kernel`] (raw, range, parallel,
+//!   checked), and [`CompiledOp`] is what the two answer alike, for code that handles any op.
 //!
 //! `docs/` in the repository has the design, the semantics of each flavor, the safety
 //! contract and the performance figures; `examples/` has an embedding lookup, a runtime's
@@ -104,20 +106,14 @@ pub struct ReadmeDoctests;
 
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};
-pub use ir::{
-    DType, Flavor, IndexPolicy, IndexType, MAX_RANK, NegativeIndices, Op, OpName, OutOfRange,
-    ResolvedOp, Signature, Validated,
-};
+pub use ir::{DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, Signature};
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
 };
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};
-pub use quant::{
-    BlockQuantization, GgufFormat, Quantization, QuantizedLayout, QuantizedSignature,
-    interpret_quantized,
-};
+pub use quant::{BlockQuantization, GgufFormat, QuantizedSignature};
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use specialize::Tuning;

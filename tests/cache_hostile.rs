@@ -13,10 +13,8 @@ use std::sync::{Arc, Barrier, Weak};
 use std::time::{Duration, Instant};
 
 use gather_jit::interp::interpret;
-use gather_jit::{
-    GgufFormat, Kernel, KernelCache, QuantizedKernel, QuantizedSignature, Signature,
-    interpret_quantized,
-};
+use gather_jit::interp::interpret_quantized;
+use gather_jit::{GgufFormat, Kernel, KernelCache, QuantizedKernel, QuantizedSignature, Signature};
 use gather_jit_workloads::{XorShift, random_inputs};
 
 /// Small gathers of a few kinds; `i` picks one (all distinct for distinct `i`).

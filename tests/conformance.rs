@@ -8,7 +8,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use gather_jit::{DType, Flavor, IndexType, Op, Signature, Validated};
+use gather_jit::ir::Validated;
+use gather_jit::{DType, Flavor, IndexType, Op, Signature};
 use serde_json::Value;
 
 /// The function under test: validated signature, data bytes, indices bytes -> output bytes.

@@ -2,8 +2,9 @@
 //! policies (`Zero`, `Clamp`, `Wrap`) do what they say.
 
 use gather_jit::interp::interpret;
+use gather_jit::ir::OpName;
 use gather_jit::{
-    DType, Error, Flavor, IndexPolicy, IndexType, NegativeIndices, OpName, OutOfRange, Signature,
+    DType, Error, Flavor, IndexPolicy, IndexType, NegativeIndices, OutOfRange, Signature,
 };
 
 use crate::util::{i32_bytes, i32_values, index_bytes};

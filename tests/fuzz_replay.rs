@@ -390,9 +390,8 @@ fn fuzz_quantized_deep_empty_axis_input_passes() {
 /// overflow checks (tests, the `checked` profile, fuzzing); release builds wrap silently.
 #[test]
 fn quantized_compile_of_an_empty_table_with_huge_dims_does_not_overflow() {
-    use gather_jit::{
-        BlockQuantization, Error, QuantizedKernel, QuantizedSignature, interpret_quantized,
-    };
+    use gather_jit::interp::interpret_quantized;
+    use gather_jit::{BlockQuantization, Error, QuantizedKernel, QuantizedSignature};
 
     let sig = QuantizedSignature::block_quantized(
         &[0, 1 << 62, 4, 1],

@@ -5,10 +5,8 @@
 //! default 256 cases per property stay fast.
 
 use gather_jit::interp::interpret;
-use gather_jit::{
-    DType, Error, Flavor, IndexType, NegativeIndices, Op, OutOfRange, ResolvedOp, Signature,
-    Validated,
-};
+use gather_jit::ir::{ResolvedOp, Validated};
+use gather_jit::{DType, Error, Flavor, IndexType, NegativeIndices, Op, OutOfRange, Signature};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 

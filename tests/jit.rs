@@ -15,7 +15,7 @@ use crate::util::index_bytes;
 
 #[test]
 fn every_conformance_case_passes_the_jit() {
-    let runner = |validated: &gather_jit::Validated, data: &[u8], indices: &[u8]| {
+    let runner = |validated: &gather_jit::ir::Validated, data: &[u8], indices: &[u8]| {
         let kernel = Kernel::compile(validated.signature())?;
         let mut output = vec![0u8; validated.output_len() * validated.signature().dtype.size()];
         kernel.run_bytes(data, indices, &mut output)?;
@@ -258,7 +258,7 @@ fn index_error_names_position_and_value_and_stops() {
         matches!(
             &err,
             Error::IndexOutOfRange {
-                op: gather_jit::OpName::GatherNd,
+                op: gather_jit::ir::OpName::GatherNd,
                 position,
                 value: -5,
                 data_dim: 1,

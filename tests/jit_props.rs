@@ -3,10 +3,11 @@
 
 use crate::fuzz_replay::case::{gather_batch_dims, max_gather_batch_dims};
 use gather_jit::interp::interpret;
+use gather_jit::ir::Validated;
 use gather_jit::specialize::Plan;
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, Options,
-    OutOfRange, Signature, Tuning, Validated,
+    OutOfRange, Signature, Tuning,
 };
 use proptest::prelude::*;
 

@@ -5,9 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
+use gather_jit::interp::interpret_quantized;
+use gather_jit::quant::Quantization;
 use gather_jit::{
     BlockQuantization, DType, Error, GgufFormat, IndexPolicy, IndexType, NegativeIndices,
-    OutOfRange, Quantization, QuantizedKernel, QuantizedSignature, interpret_quantized,
+    OutOfRange, QuantizedKernel, QuantizedSignature,
 };
 use gather_jit_workloads::XorShift;
 use half::{bf16, f16};

@@ -42,11 +42,11 @@ fn indices_for(sig: &Signature, rng: &mut XorShift) -> Vec<u8> {
     let depth = *sig.indices_shape.last().unwrap_or(&1);
     for flat in 0..validated.indices_len() {
         let dim = match validated.op() {
-            gather_jit::ResolvedOp::GatherNd { batch_dims, .. } => {
+            gather_jit::ir::ResolvedOp::GatherNd { batch_dims, .. } => {
                 sig.data_shape[batch_dims + flat % depth]
             }
-            gather_jit::ResolvedOp::Gather { axis, .. }
-            | gather_jit::ResolvedOp::GatherElements { axis } => sig.data_shape[axis],
+            gather_jit::ir::ResolvedOp::Gather { axis, .. }
+            | gather_jit::ir::ResolvedOp::GatherElements { axis } => sig.data_shape[axis],
         } as i64;
         let mut value = rng.below(dim as u64) as i64;
         if sig.policy.out_of_range == OutOfRange::Zero && rng.below(4) == 0 {

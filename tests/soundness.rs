@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use gather_jit::interp::interpret;
-use gather_jit::{DType, Element, Error, IndexType, Kernel, KernelCache, MAX_RANK, Signature};
+use gather_jit::ir::MAX_RANK;
+use gather_jit::{DType, Element, Error, IndexType, Kernel, KernelCache, Signature};
 use ndarray::{Array, ShapeBuilder, array};
 
 use crate::util::index_bytes;
@@ -196,7 +197,7 @@ fn ranks_above_the_limit_are_validation_errors() {
         matches!(
             e,
             Error::RankTooLarge {
-                op: gather_jit::OpName::GatherNd,
+                op: gather_jit::ir::OpName::GatherNd,
                 input: "data",
                 rank: 65,
                 max: 64,

@@ -11,10 +11,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use gather_jit::interp::{interpret, interpret_quantized};
+use gather_jit::ir::Validated;
+use gather_jit::quant::QuantizedLayout;
 use gather_jit::specialize::Plan;
 use gather_jit::{
     CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
-    QuantizedKernel, QuantizedLayout, QuantizedSignature, Signature, Tuning, Validated,
+    QuantizedKernel, QuantizedSignature, Signature, Tuning,
 };
 
 use crate::buffer;

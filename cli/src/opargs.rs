@@ -2,9 +2,10 @@
 //! types, and how they become an [`OpSignature`] (their values are parsed in `values.rs`).
 
 use clap::{Args, ValueEnum};
+use gather_jit::quant::Quantization;
 use gather_jit::{
     BlockQuantization, DType, Flavor, GgufFormat, IndexType, NegativeIndices, Op, Options,
-    OutOfRange, Quantization, QuantizedSignature, Signature,
+    OutOfRange, QuantizedSignature, Signature,
 };
 
 use crate::failure::{Failure, Result};

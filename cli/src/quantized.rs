@@ -3,7 +3,9 @@
 //! tensor. `run` reads them into a signature here, `bench` draws them here; everything else
 //! goes through the commands' one path ([`crate::op_kernel`]).
 
-use gather_jit::{DType, Quantization, QuantizedLayout, QuantizedSignature, Signature, Validated};
+use gather_jit::ir::Validated;
+use gather_jit::quant::{Quantization, QuantizedLayout};
+use gather_jit::{DType, QuantizedSignature, Signature};
 use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 
@@ -22,7 +24,7 @@ fn logical_shape(quantization: Quantization, stored: &[usize], data: &str) -> Re
         // Block quantization's only such error is its bits, an attribute: worded as
         // validation words it, whatever the data.
         gather_jit::Error::InvalidQuantization {
-            op: gather_jit::OpName::GatherBlockQuantized,
+            op: gather_jit::ir::OpName::GatherBlockQuantized,
             ..
         } => Failure::from(error),
         // The stored shape's: the file is named, as for the other inputs.

@@ -3,7 +3,8 @@
 
 use std::fmt::Display;
 
-use gather_jit::{OutOfRange, ResolvedOp, Validated};
+use gather_jit::OutOfRange;
+use gather_jit::ir::{ResolvedOp, Validated};
 pub use gather_jit_workloads::XorShift;
 
 use crate::buffer;

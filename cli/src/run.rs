@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use gather_jit::{Inputs, Quantization, Signature, Tuning};
+use gather_jit::quant::Quantization;
+use gather_jit::{Inputs, Signature, Tuning};
 use serde_json::json;
 
 use crate::buffer;

@@ -42,8 +42,9 @@
 use gather_jit::interp::interpret;
 use std::sync::Arc;
 
+use gather_jit::ir::MAX_RANK;
 use gather_jit::{
-    DType, Element, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, KernelCache, MAX_RANK,
+    DType, Element, Flavor, IndexElement, IndexPolicy, IndexType, Kernel, KernelCache,
     NegativeIndices, Op, OutOfRange, Signature, Tuning,
 };
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
@@ -210,7 +211,7 @@ pub fn decode(bytes: &[u8]) -> Case {
 }
 
 /// Whether [`Case::check`] runs a valid signature (all tensors within [`MAX_ELEMENTS`]).
-pub fn runnable(validated: &gather_jit::Validated) -> bool {
+pub fn runnable(validated: &gather_jit::ir::Validated) -> bool {
     validated.data_len() <= MAX_ELEMENTS
         && validated.indices_len() <= MAX_ELEMENTS
         && validated.output_len() <= MAX_ELEMENTS
@@ -333,7 +334,7 @@ fn data_bytes(dtype: DType, elements: usize, seed: u8) -> Vec<u8> {
 /// read so far repeat.
 fn index_bytes(
     signature: &Signature,
-    validated: &gather_jit::Validated,
+    validated: &gather_jit::ir::Validated,
     r: &mut Reader<'_>,
 ) -> Vec<u8> {
     let index_type = signature.index_type;

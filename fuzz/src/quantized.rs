@@ -19,10 +19,12 @@
 //!    `run_bytes` returns the interpreter's `BufferMismatch`; or the typed `run` with the wrong
 //!    element or index type, which must be refused with the type error.
 
+use gather_jit::interp::interpret_quantized;
+use gather_jit::ir::MAX_RANK;
+use gather_jit::quant::{Quantization, QuantizedLayout};
 use gather_jit::{
-    BlockQuantization, DType, Error, GgufFormat, IndexElement, IndexPolicy, IndexType, MAX_RANK,
-    NegativeIndices, OutOfRange, Quantization, QuantizedKernel, QuantizedLayout,
-    QuantizedSignature, interpret_quantized,
+    BlockQuantization, DType, Error, GgufFormat, IndexElement, IndexPolicy, IndexType,
+    NegativeIndices, OutOfRange, QuantizedKernel, QuantizedSignature,
 };
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 

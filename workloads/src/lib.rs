@@ -5,7 +5,8 @@
 //! known, not for inputs from users.
 #![warn(missing_docs)]
 
-use gather_jit::{DType, Flavor, IndexType, Op, Signature, Validated};
+use gather_jit::ir::Validated;
+use gather_jit::{DType, Flavor, IndexType, Op, Signature};
 
 /// A named signature to run and time.
 #[derive(Clone, Debug, PartialEq, Eq)]

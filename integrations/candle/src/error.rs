@@ -21,7 +21,7 @@ pub(crate) fn allocation(what: &str, bytes: usize) -> candle_core::Error {
 
 /// The error for a bad index found by this crate's own check, in gather-jit's wording.
 pub(crate) fn index_out_of_range(
-    op: gather_jit::OpName,
+    op: gather_jit::ir::OpName,
     position: &[usize],
     value: i128,
     data_dim: usize,

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor, WithDType};
+use gather_jit::ir::OpName;
 use gather_jit::ir::{output_shape, unravel};
 use gather_jit::{
-    DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OpName,
-    OutOfRange, Signature,
+    DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OutOfRange,
+    Signature,
 };
 
 use crate::error::{from_jit, msg};

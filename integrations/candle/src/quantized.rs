@@ -8,9 +8,10 @@ use candle_core::backend::BackendStorage;
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
+use gather_jit::ir::OpName;
 use gather_jit::ir::unravel;
 use gather_jit::quant::{Quantization, quantized_output_shape};
-use gather_jit::{DType, GgufFormat, IndexType, KernelCache, OpName, QuantizedSignature};
+use gather_jit::{DType, GgufFormat, IndexType, KernelCache, QuantizedSignature};
 
 use crate::error::{allocation, from_jit, index_out_of_range, msg};
 use crate::layout::{contiguous, element_count};

@@ -13,7 +13,8 @@ use std::io::Cursor;
 
 use candle_core::quantized::{GgmlDType, QStorage, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
-use gather_jit::{GgufFormat, IndexType, QuantizedSignature, interpret_quantized};
+use gather_jit::interp::interpret_quantized;
+use gather_jit::{GgufFormat, IndexType, QuantizedSignature};
 use gather_jit_candle::QuantizedEmbedding;
 use gather_jit_workloads::XorShift;
 

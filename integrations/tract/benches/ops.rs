@@ -22,17 +22,17 @@ fn benches(c: &mut Criterion) {
         // tract's ops take ONNX rules only: its GatherND has no OpenVINO flavor, so the cases
         // run under ONNX rules (the same output for valid indices).
         let op = match validated.op() {
-            gather_jit::ResolvedOp::Gather {
+            gather_jit::ir::ResolvedOp::Gather {
                 axis,
                 batch_dims: 0,
             } => GatherOp::Gather {
                 axis: axis as i64,
                 batch_dims: 0,
             },
-            gather_jit::ResolvedOp::GatherElements { axis } => {
+            gather_jit::ir::ResolvedOp::GatherElements { axis } => {
                 GatherOp::GatherElements { axis: axis as i64 }
             }
-            gather_jit::ResolvedOp::GatherNd { batch_dims, .. } => GatherOp::GatherNd {
+            gather_jit::ir::ResolvedOp::GatherNd { batch_dims, .. } => GatherOp::GatherNd {
                 batch_dims: batch_dims as i64,
             },
             // Gather with batch dims: not an ONNX Gather.
