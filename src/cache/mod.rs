@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::ir::{Signature, Validated};
-use crate::kernel::{CodeShare, CompiledOp, Kernel};
-use crate::quant::{QuantizedKernel, QuantizedLayout, QuantizedSignature};
+use crate::kernel::{CodeShare, CompiledOp, Kernel, QuantizedKernel};
+use crate::quant::{QuantizedLayout, QuantizedSignature};
 use crate::specialize::Tuning;
 use shelf::{Shelf, ShelfStats, View, Views};
 

@@ -15,13 +15,14 @@ use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 
 use super::parallel::PARALLEL_MIN_BYTES;
 use super::safe::{check_len, check_shape, contiguous};
+use super::{Element, IndexElement};
 use crate::codegen::driver::{self, Code, EntryPoint, Import};
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::ir::OutOfRange;
 use crate::ir::{DType, unravel};
+use crate::pool;
 use crate::quant::{QuantizedLayout, QuantizedSignature, lower};
-use crate::{Element, IndexElement, pool};
 
 /// The C signature of a quantized kernel (see [`lower::kernel_signature`]):
 /// `(data, indices, scales, zero_points, output, start, end, bad_index) -> status`.

@@ -28,7 +28,6 @@ use crate::error::{Error, Result};
 use crate::ir::checks;
 use crate::ir::{DType, IndexPolicy, IndexType, NegativeIndices, OpName, OutOfRange};
 
-pub use crate::kernel::QuantizedKernel;
 pub use interp::interpret_quantized;
 use shape::{gguf_rank, values_per_byte};
 pub use shape::{logical_data_shape, quantized_output_shape};
