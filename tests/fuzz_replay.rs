@@ -368,7 +368,7 @@ fn quantized_run_of_a_valid_empty_output_with_huge_dims() {
 /// quantize_axis=5, block_size=16, bits=4)` on data of rank 61, `[1, 1, 1, 1, 1, 0, 3, 3, ...,
 /// 2]` (the quantize axis empty, then dozens of dims of 3), a scalar i16 index, wrap/clamp. Valid
 /// (it has no bytes), and `QuantizedKernel::compile` panics with "attempt to multiply with
-/// overflow" in `lower.rs`'s `runs` (the product of the dims after the quantize axis).
+/// overflow" in `src/quant/lower/mod.rs`'s `runs` (the product of the dims after the quantize axis).
 const QUANTIZED_DEEP_EMPTY_AXIS_INPUT: [u8; 74] = [
     0xC2, 0xA5, 0xD5, 0xD2, 0xD2, 0xD2, 0x41, 0x30, 0xE5, 0xCE, 0xF3, 0x00, 0xF9, 0xF8, 0xF8, 0xF8,
     0xF8, 0xF8, 0xF8, 0xF8, 0xF9, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6F, 0x6F, 0x6F, 0x6F, 0x6F,
@@ -385,7 +385,7 @@ fn fuzz_quantized_deep_empty_axis_input_passes() {
 /// The same zero-dim rule, minimal (the fuzz run found it as above): data `[0, 2^62, 4, 1]`
 /// (8 bits, gathered along axis 0 by indices `[0]`, quantized along the last axis) and
 /// its output `[0, 2^62, 4, 1]` are valid, and `QuantizedKernel::compile` panics with "attempt
-/// to multiply with overflow" (`lower.rs`: the rows of a slice, `2^62 * 4`), as does
+/// to multiply with overflow" (`src/quant/lower/mod.rs`: the rows of a slice, `2^62 * 4`), as does
 /// `interpret_quantized` (`interp.rs`: the values after the gather axis), in every build with
 /// overflow checks (tests, the `checked` profile, fuzzing); release builds wrap silently.
 #[test]

@@ -126,7 +126,7 @@ CASES = [
     Case("S7", "gather-elements", (1024, 1024), (1024, 1024), axis=0),
     Case("S8", "gather-nd", (512, 512), (262144, 2)),
     Case("S9", "gather", (16, 16), (4,), axis=0),
-    # The model shapes of benches/gather.rs (src/workloads.rs `model_cases`).
+    # The model shapes of benches/gather.rs (workloads/src/lib.rs `model_cases`).
     Case("gpt2-embedding", "gather", (50257, 768), (1, 1024), axis=0),
     Case("topk-gather-elements", "gather-elements", (32, 1000), (32, 5), axis=1, index_type="i32"),
     Case("detection-gather-nd", "gather-nd", (1, 8400, 4), (1, 300, 1), batch_dims=1,

@@ -88,9 +88,9 @@ pub struct BenchArgs {
     compile_only: Option<u64>,
 }
 
-/// The byte the fill writes. Not zero: this machine writes zero lines about twice as fast as
-/// any other data (S4's 194 MB: 2.2-2.7 ms zeros, 4.8-4.9 ms other bytes), and a gather's
-/// output is rarely all zeros.
+/// The byte the fill writes. Not zero: some machines write zero lines about twice as fast as
+/// any other data (a fill of S4's output with zeros against this byte shows it), and a
+/// gather's output is rarely all zeros.
 const FILL_BYTE: u8 = 0x5a;
 
 /// `dst` cut into `parts` chunks, each with its start in `dst`, for [`split`].

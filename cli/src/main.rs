@@ -7,6 +7,7 @@
 //! - `explain` ([`mod@explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
 //! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
 //! - `layer` ([`mod@layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
+//! - `model` (feature `model`): an ONNX model through tract with its gathers JIT-compiled.
 //!
 //! Exit status: 0 on success (or when stdout's reader goes away, as with `| head`), 2 for invalid
 //! flags, files, signatures or indices and for buffers too large for memory (one line on
