@@ -6,69 +6,17 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use assert_cmd::cargo::cargo_bin_cmd;
 use serde_json::Value;
 use tempfile::TempDir;
 
-fn gather_jit() -> assert_cmd::Command {
-    cargo_bin_cmd!("gather-jit")
-}
-
-/// Runs `args`, expects success, returns stdout.
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = gather_jit().args(args).output().expect("the binary runs");
-    assert!(
-        out.status.success(),
-        "{args:?} failed with {}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 stdout")
-}
+mod common;
+use common::{gather_jit, npy, ok, usage_error};
 
 /// Runs `args`, expects one JSON object on stdout.
 #[track_caller]
 fn json(args: &[&str]) -> Value {
     let out = ok(args);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
-}
-
-/// Runs `args`, expects exit status 2, one `error:` line on stderr and nothing on stdout;
-/// returns that line.
-#[track_caller]
-fn usage_error(args: &[&str]) -> String {
-    let out = gather_jit().args(args).output().expect("the binary runs");
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?}: one line expected, got {stderr:?}"
-    );
-    assert!(lines[0].starts_with("error: "), "{stderr:?}");
-    assert!(out.stdout.is_empty(), "{args:?}: stdout {:?}", out.stdout);
-    lines[0].to_string()
-}
-
-/// An `.npy` file (version 1.0) of C-order `data`.
-fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let shape = match shape {
-        [d] => format!("({d},)"),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut file = b"\x93NUMPY\x01\x00".to_vec();
-    file.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    file.extend_from_slice(header.as_bytes());
-    file.extend_from_slice(data);
-    file
 }
 
 fn write(dir: &TempDir, name: &str, contents: Vec<u8>) -> String {
@@ -79,7 +27,7 @@ fn write(dir: &TempDir, name: &str, contents: Vec<u8>) -> String {
 
 fn ids(dir: &TempDir, name: &str, values: &[i64]) -> String {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    write(dir, name, npy("<i8", &[values.len()], &bytes))
+    write(dir, name, npy("<i8", false, &[values.len()], &bytes))
 }
 
 /// The data bytes of an `.npy` file.
@@ -96,7 +44,7 @@ fn gguf_table(dir: &TempDir) -> String {
         data.extend_from_slice(&d.to_le_bytes());
         data.extend((0..32).map(|j| (sign * (j - 16)) as i8 as u8));
     }
-    write(dir, "table.npy", npy("|u1", &[2, 34], &data))
+    write(dir, "table.npy", npy("|u1", false, &[2, 34], &data))
 }
 
 fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
@@ -140,7 +88,7 @@ fn run_json_has_one_schema_for_every_op() {
     let data = write(
         &dir,
         "data.npy",
-        npy("<f4", &[2, 2], &f32_bytes([1.0, 2.0, 3.0, 4.0])),
+        npy("<f4", false, &[2, 2], &f32_bytes([1.0, 2.0, 3.0, 4.0])),
     );
     let indices = ids(&dir, "ids.npy", &[1, 0]);
     let plain = json(&[
@@ -177,9 +125,9 @@ fn run_json_has_one_schema_for_every_op() {
     assert!(gguf["check_ns"].as_u64().is_some(), "{gguf}");
 
     // Block quantization with zero points: 1 row of 16 4-bit values, one block.
-    let q = write(&dir, "q.npy", npy("|u1", &[1, 8], &[0x21; 8]));
-    let scales = write(&dir, "s.npy", npy("<f4", &[1, 1], &f32_bytes([0.5])));
-    let zp = write(&dir, "zp.npy", npy("|u1", &[1, 1], &[0x01]));
+    let q = write(&dir, "q.npy", npy("|u1", false, &[1, 8], &[0x21; 8]));
+    let scales = write(&dir, "s.npy", npy("<f4", false, &[1, 1], &f32_bytes([0.5])));
+    let zp = write(&dir, "zp.npy", npy("|u1", false, &[1, 1], &[0x01]));
     let zero = ids(&dir, "zero.npy", &[0]);
     let block = json(&[
         "run",
