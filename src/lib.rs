@@ -105,6 +105,9 @@ use std::sync::Arc;
 pub struct ReadmeDoctests;
 
 pub use cache::{CacheStats, KernelCache};
+/// The ndarray crate (0.16) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
+/// name it through here when the program's graph holds another ndarray version.
+pub use ndarray;
 pub use error::{Error, Result};
 pub use ir::{DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, Signature};
 pub use kernel::{

@@ -1250,6 +1250,10 @@ fn model_input_errors_are_one_line_and_write_nothing() {
             vec![model.clone(), "--input".into(), ids.clone()],
             "is symbolic",
         ),
+        (
+            vec![model.clone(), "--dim".into(), "bacth=2".into()],
+            "the model has no symbolic dim bacth (its symbols: batch)",
+        ),
     ];
     for (args, expected) in cases {
         let mut all = vec!["model".to_string()];

@@ -40,7 +40,21 @@ pub(super) fn inputs(args: &ModelArgs, model: &TypedModel) -> Result<TVec<TValue
                     i64::MAX
                 ))
             })?;
-        symbols.set(&model.symbols.sym(name), value);
+        // A name the model does not have would fix nothing: say so rather than ignore it.
+        let Some(symbol) = model.symbols.get(name) else {
+            let mut known: Vec<String> = (model.symbols.all_symbols().iter())
+                .map(|s| s.to_string())
+                .collect();
+            known.sort();
+            let known = match known.is_empty() {
+                true => "it has none".to_string(),
+                false => format!("its symbols: {}", known.join(", ")),
+            };
+            return Err(Failure::usage(format!(
+                "--dim {text}: the model has no symbolic dim {name} ({known})"
+            )));
+        };
+        symbols.set(&symbol, value);
     }
     let names: Vec<String> = (model.input_outlets().map_err(Failure::usage)?.iter())
         .map(|outlet| model.node(outlet.node).name.clone())
