@@ -560,3 +560,53 @@ fn model_on_single_bit_flips_of_every_committed_model_fails_cleanly() {
     // that change nothing.
     assert!(failures >= runs / 10, "{failures} failures in {runs} runs");
 }
+
+/// ONNX output names that are not file names everywhere (`/x/y:0`, `onnx::Shape_4`, a Windows
+/// device name, two that differ only in case) become safe, distinct files, and the report
+/// (text and `--json`) says which output went to which file.
+#[test]
+fn model_output_names_become_safe_distinct_files() {
+    let dir = TempDir::new().expect("temp dir");
+    let names = ["/x/y:0", "onnx::Shape_4", "A", "a", "CON", "..."];
+    // One constant each: outputs that share an outlet would share tract's label too.
+    let constants: Vec<String> = (0..names.len()).map(|i| format!("c{i}")).collect();
+    let nodes: Vec<Vec<u8>> = (names.iter().zip(&constants))
+        .map(|(name, c)| onnx::node("Identity", &[c], &[name], &[]))
+        .collect();
+    let initializers: Vec<Vec<u8>> = (constants.iter().enumerate())
+        .map(|(i, c)| onnx::f32_initializer(c, &[2], &[i as f32, -2.0]))
+        .collect();
+    let outputs: Vec<Vec<u8>> = names.iter().map(|name| onnx::untyped(name)).collect();
+    let bytes = onnx::model(13, &nodes, &initializers, &[], &outputs);
+    let model = write(dir.path(), "names.onnx", &bytes);
+    let out_dir = dir.path().join("out");
+    let expected = [
+        "_x_y_0.npy",
+        "onnx__Shape_4.npy",
+        "A.npy",
+        "a_2.npy",
+        "_CON.npy",
+        "output.npy",
+    ];
+    let args = ["model", utf8(&model), "-o", utf8(&out_dir), "--json"];
+    let report: serde_json::Value =
+        serde_json::from_str(&success(&args, &run(&args))).expect("one JSON object");
+    let reported = report["outputs"].as_array().expect("outputs");
+    assert_eq!(reported.len(), names.len());
+    for (name, file) in names.iter().zip(expected) {
+        let output = (reported.iter())
+            .find(|o| o["name"] == *name)
+            .unwrap_or_else(|| panic!("{name} in {reported:?}"));
+        let path = out_dir.join(file);
+        assert_eq!(output["file"], path.display().to_string(), "{name}");
+        assert!(path.is_file(), "{name}: {} written", path.display());
+    }
+    let mut written: Vec<String> = fs::read_dir(&out_dir)
+        .expect("out dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    let mut want: Vec<String> = expected.iter().map(|f| f.to_string()).collect();
+    want.sort();
+    assert_eq!(written, want, "exactly one file per output");
+}

@@ -221,11 +221,6 @@ fn output_files(
     let outlets = model.output_outlets().map_err(Failure::usage)?;
     let mut files: Vec<(PathBuf, ElementType)> = Vec::new();
     for (name, outlet) in names.iter().zip(outlets) {
-        if name.is_empty() || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
-            return Err(Failure::usage(format!(
-                "output {name:?}: not a usable file name"
-            )));
-        }
         let fact = model.outlet_fact(*outlet).map_err(Failure::usage)?;
         let dtype = dtype_of(fact.datum_type).ok_or_else(|| {
             Failure::usage(format!(
@@ -233,17 +228,58 @@ fn output_files(
                 fact.datum_type
             ))
         })?;
-        let path = dir.join(format!("{name}.npy"));
-        if files.iter().any(|(other, _)| *other == path) {
-            return Err(Failure::usage(format!(
-                "two outputs are named {name}: both would be written to {}",
-                path.display()
-            )));
-        }
+        let path = dir.join(unique_file_name(name, &files));
         run::refuse_to_overwrite(&path, reads)?;
         files.push((path, ElementType::of(dtype)));
     }
     Ok(files)
+}
+
+/// A file name for output `name` that every common filesystem accepts, unlike many ONNX names
+/// (`onnx::Shape_422`, `/encoder/x:0`): ASCII letters, digits, `-`, `_` and inner `.` kept,
+/// anything else `_`; no leading dot; Windows' reserved device names get a leading `_`; an
+/// empty result is `output`; `_2`, `_3`, ... set apart names that collide (case-insensitively,
+/// as on macOS and Windows) with an earlier output's.
+fn unique_file_name(name: &str, taken: &[(PathBuf, ElementType)]) -> String {
+    let mut stem: String = name
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '_',
+        })
+        .collect();
+    stem = stem
+        .trim_start_matches('.')
+        .trim_end_matches('.')
+        .to_string();
+    if stem.is_empty() {
+        stem = "output".into();
+    }
+    const RESERVED: [&str; 22] = [
+        "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8",
+        "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9",
+    ];
+    let device = stem
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    if RESERVED.contains(&device.as_str()) {
+        stem.insert(0, '_');
+    }
+    let is_taken = |file: &str| {
+        taken.iter().any(|(path, _)| {
+            path.file_name()
+                .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(file))
+        })
+    };
+    let mut file = format!("{stem}.npy");
+    let mut n = 2;
+    while is_taken(&file) {
+        file = format!("{stem}_{n}.npy");
+        n += 1;
+    }
+    file
 }
 
 /// Writes each output to its file: all to temporary files in `dir` first, then each renamed
@@ -386,10 +422,17 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         false => None,
     };
     let outputs = run_plan(&loaded.plan, inputs.clone(), first)?;
+    // Where `-o` writes output `i` (None without it).
+    let output_file = |i: usize| {
+        files
+            .as_ref()
+            .and_then(|(_, files)| files.get(i))
+            .map(|(path, _)| path.display().to_string())
+    };
     let mut report = json!({
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
-        "outputs": names.iter().zip(&outputs).map(|(name, o)| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type())})).collect::<Vec<_>>(),
+        "outputs": names.iter().zip(&outputs).enumerate().map(|(i, (name, o))| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type()), "file": output_file(i)})).collect::<Vec<_>>(),
     });
     // The other way runs checked once whether compared or timed: the timed runs are not.
     let second = match &other {
@@ -453,10 +496,11 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     for (name, op, facts) in &loaded.gathers {
         outln!(out, "  {name}: {op} on {}", facts.join(", "));
     }
-    for (name, output) in names.iter().zip(&outputs) {
+    for (i, (name, output)) in names.iter().zip(&outputs).enumerate() {
+        let file = output_file(i).map_or(String::new(), |file| format!(" -> {file}"));
         outln!(
             out,
-            "output {name}: {:?} {:?}",
+            "output {name}: {:?} {:?}{file}",
             output.datum_type(),
             output.shape()
         );
