@@ -105,14 +105,14 @@ use std::sync::Arc;
 pub struct ReadmeDoctests;
 
 pub use cache::{CacheStats, KernelCache};
-/// The ndarray crate (0.16) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
-/// name it through here when the program's graph holds another ndarray version.
-pub use ndarray;
 pub use error::{Error, Result};
 pub use ir::{DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, Signature};
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
 };
+/// The ndarray crate (0.16) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
+/// name it through here when the program's graph holds another ndarray version.
+pub use ndarray;
 #[cfg(feature = "unstable")]
 #[doc(hidden)]
 pub use pool::{DEFAULT_WORKER_SPIN, run_parts, set_worker_spin, worker_spin};
