@@ -221,6 +221,14 @@ fn outer_extents(l: &QuantizedLayout) -> [usize; 3] {
     }
 }
 
+/// The values one index selects at each position before the gather axis: the product of the
+/// dims after it.
+fn slice_values(l: &QuantizedLayout) -> usize {
+    l.signature().data_shape[l.gather_axis + 1..]
+        .iter()
+        .product()
+}
+
 /// How the slices of `l` meet their scales.
 fn slices(l: &QuantizedLayout) -> Slices {
     let d = &l.signature().data_shape;
@@ -238,7 +246,7 @@ fn slices(l: &QuantizedLayout) -> Slices {
 pub(crate) fn loop_text(layout: &QuantizedLayout) -> String {
     let [p1, pq, p2] = outer_extents(layout);
     let d = &layout.signature().data_shape;
-    let values: usize = d[layout.gather_axis + 1..].iter().product();
+    let values = slice_values(layout);
     let simd = layout.signature().dtype == DType::F32;
     let how = match slices(layout) {
         Slices::Blocked { rows } if simd => format!(
@@ -288,11 +296,9 @@ impl Lower<'_> {
             }
             return;
         }
-        let d = &l.signature().data_shape;
         let [p1, pq, p2] = outer_extents(l);
         // The output bytes one index writes at each position before the gather axis.
-        let slice_bytes =
-            d[l.gather_axis + 1..].iter().product::<usize>() * l.signature().dtype.size();
+        let slice_bytes = slice_values(l) * l.signature().dtype.size();
         let slices = slices(l);
         for_range(b, p1, |b, o1| {
             for_range(b, pq, |b, oq| {
@@ -348,10 +354,7 @@ impl Lower<'_> {
         b.switch_to_block(bad);
         match sig.policy.out_of_range {
             OutOfRange::Zero => {
-                let inner: usize = sig.data_shape[self.layout.gather_axis + 1..]
-                    .iter()
-                    .product();
-                let bytes = (inner * sig.dtype.size()) as i64;
+                let bytes = (slice_values(self.layout) * sig.dtype.size()) as i64;
                 let out = b.use_var(self.out);
                 let zero = b.ins().iconst(I8, 0);
                 let size = b.ins().iconst(self.config.pointer_type(), bytes);
@@ -462,7 +465,7 @@ impl Lower<'_> {
         let d = l.signature().data_shape.clone();
         let rank = d.len();
         let (g, q, block) = (l.gather_axis, l.quantize_axis, l.block_size);
-        let inner: usize = d[g + 1..].iter().product();
+        let inner = slice_values(l);
         let slice = mul_add(b, o, d[g], row);
         let values = b.ins().imul_imm_s(slice, inner as i64);
         if q > g {
