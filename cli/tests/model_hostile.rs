@@ -404,19 +404,7 @@ fn npy_i64_scalar(value: i64) -> Vec<u8> {
 #[test]
 fn model_range_too_long_for_memory_is_an_error_not_a_wild_write() {
     let dir = TempDir::new().expect("temp dir");
-    let scalar = |name| onnx::value(name, onnx::elem::INT64, &[]);
-    let bytes = onnx::model(
-        13,
-        &[onnx::node(
-            "Range",
-            &["start", "limit", "delta"],
-            &["y"],
-            &[],
-        )],
-        &[],
-        &[scalar("start"), scalar("limit"), scalar("delta")],
-        &[onnx::untyped("y")],
-    );
+    let bytes = onnx::range_of_inputs();
     let model = write(dir.path(), "m.onnx", &bytes);
     let inputs: Vec<String> = [("start", 0), ("limit", 1 << 62), ("delta", 1)]
         .into_iter()

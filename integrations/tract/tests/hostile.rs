@@ -545,19 +545,7 @@ fn run_checked_refuses_a_top_k_beyond_its_axis() {
 /// allocates `2^65` bytes wrapped to 0, and panics indexing them).
 #[test]
 fn run_checked_refuses_an_output_that_cannot_fit() {
-    let scalar = |name| onnx::value(name, onnx::elem::INT64, &[]);
-    let bytes = onnx::model(
-        13,
-        &[onnx::node(
-            "Range",
-            &["start", "limit", "delta"],
-            &["y"],
-            &[],
-        )],
-        &[],
-        &[scalar("start"), scalar("limit"), scalar("delta")],
-        &[onnx::untyped("y")],
-    );
+    let bytes = onnx::range_of_inputs();
     let plan = load(bytes)
         .expect("loads")
         .into_runnable()

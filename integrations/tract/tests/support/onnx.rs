@@ -204,3 +204,16 @@ pub fn gather_nd(data: &[Dim], indices: &[Dim], batch_dims: i64) -> Vec<u8> {
         &[untyped("y")],
     )
 }
+
+/// `Range(start, limit, delta)` with all three int64 scalars inputs of the graph, its output `y`
+/// untyped: the bounds arrive only at run time.
+pub fn range_of_inputs() -> Vec<u8> {
+    let scalar = |name| value(name, elem::INT64, &[]);
+    model(
+        13,
+        &[node("Range", &["start", "limit", "delta"], &["y"], &[])],
+        &[],
+        &[scalar("start"), scalar("limit"), scalar("delta")],
+        &[untyped("y")],
+    )
+}
