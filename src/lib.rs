@@ -110,7 +110,7 @@ pub use ir::{DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRa
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
 };
-/// The ndarray crate (0.16) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
+/// The ndarray crate (0.17) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
 /// name it through here when the program's graph holds another ndarray version.
 pub use ndarray;
 #[cfg(feature = "unstable")]
