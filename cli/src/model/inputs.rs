@@ -146,12 +146,13 @@ fn random_input(name: &str, fact: &TypedFact, symbols: &SymbolValues, seed: u64)
     check_allocation(base, &shape).map_err(cannot)?;
     let mut tensor = Tensor::zero_dt(base, &shape).map_err(cannot)?;
     let mut rng = XorShift::new(seed);
+    let mut values = tensor.try_as_plain_ram_mut().map_err(cannot)?;
     if base == DatumType::F32 {
-        for value in tensor.as_slice_mut::<f32>().map_err(cannot)? {
+        for value in values.as_slice_mut::<f32>().map_err(cannot)? {
             *value = rng.below(2000) as f32 / 1000.0 - 1.0;
         }
     } else {
-        for value in tensor.as_slice_mut::<i64>().map_err(cannot)? {
+        for value in values.as_slice_mut::<i64>().map_err(cannot)? {
             *value = rng.below(2) as i64;
         }
     }

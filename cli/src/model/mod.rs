@@ -13,6 +13,7 @@ use clap::Args;
 use gather_jit_tract::{JitGather, catch_panic, dtype_of, run_checked};
 use serde_json::json;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::plan::SimpleState;
 
 use crate::failure::{Failure, Result};
 use crate::npy::{self, ElementType};
@@ -60,7 +61,7 @@ pub struct ModelArgs {
 
 /// A model ready to run, and the facts of its inputs and outputs.
 struct Loaded {
-    plan: TypedSimplePlan<TypedModel>,
+    plan: Arc<TypedSimplePlan>,
     gathers: Vec<(String, String, Vec<String>)>,
 }
 
@@ -114,11 +115,7 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
 /// Runs the plan, each node's outputs checked for size first (`run_checked`: tract's own ops
 /// would write past an allocation whose size wrapped), turning an error or a panic of tract's
 /// into a failure.
-fn run_plan(
-    plan: &TypedSimplePlan<TypedModel>,
-    inputs: TVec<TValue>,
-    how: &str,
-) -> Result<TVec<TValue>> {
+fn run_plan(plan: &Arc<TypedSimplePlan>, inputs: TVec<TValue>, how: &str) -> Result<TVec<TValue>> {
     settle(how, catch_panic(how, || Ok(run_checked(plan, inputs))))
 }
 
@@ -133,7 +130,7 @@ fn settle<T>(how: &str, run: TractResult<TractResult<T>>) -> Result<T> {
 }
 
 /// Median seconds of one run of `plan` on `inputs`, over about half a second.
-fn time(plan: &TypedSimplePlan<TypedModel>, inputs: &TVec<TValue>, how: &str) -> Result<Duration> {
+fn time(plan: &Arc<TypedSimplePlan>, inputs: &TVec<TValue>, how: &str) -> Result<Duration> {
     let mut times = Vec::new();
     let started = Instant::now();
     while times.len() < 5
@@ -151,7 +148,7 @@ fn time(plan: &TypedSimplePlan<TypedModel>, inputs: &TVec<TValue>, how: &str) ->
 /// The median time of each gather node (by name) over runs of `plan`, each node timed around
 /// its own evaluation, for as many runs as fit in half a second (at least 5).
 fn gather_node_times(
-    plan: &TypedSimplePlan<TypedModel>,
+    plan: &Arc<TypedSimplePlan>,
     inputs: &TVec<TValue>,
     how: &str,
 ) -> Result<BTreeMap<String, Duration>> {
@@ -177,14 +174,14 @@ fn gather_node_times(
 
 /// One run of `plan` on `inputs`, each gather node's evaluation timed into `times`.
 fn run_timing_gathers(
-    plan: &TypedSimplePlan<TypedModel>,
+    plan: &Arc<TypedSimplePlan>,
     inputs: TVec<TValue>,
     times: &mut BTreeMap<String, Vec<Duration>>,
 ) -> TractResult<TVec<TValue>> {
     let mut state = SimpleState::new(plan)?;
-    state.run_plan_with_eval(inputs, |session, op_state, node, input| {
+    state.run_plan_with_eval(inputs, |ctx, op_state, node, input| {
         let at = Instant::now();
-        let outputs = tract_onnx::tract_core::plan::eval(session, op_state, node, input);
+        let outputs = tract_onnx::tract_core::plan::eval(ctx, op_state, node, input);
         if node.op().name().contains("Gather") {
             times
                 .entry(node.name.clone())
@@ -336,25 +333,33 @@ fn write_temporary(
     element: ElementType,
     output: &Tensor,
 ) -> Result<tempfile::NamedTempFile> {
+    // tract's tensors can keep their bytes in a storage of their own; a model output normally
+    // is plain, and one that is not is an error rather than tract's panic.
+    let bytes = output.try_as_plain_ram().map_err(|e| {
+        Failure::usage(format!(
+            "{}: the output's bytes cannot be read: {e}",
+            path.display()
+        ))
+    })?;
     let mut file = npz::temporary_in(dir)?;
     let header = npy::header(element, output.shape());
     let written = (file.write_all(&header))
-        .and_then(|()| file.write_all(output.as_bytes()))
+        .and_then(|()| file.write_all(bytes.as_bytes()))
         .and_then(|()| file.as_file().sync_all());
     written.map_err(|e| Failure::io("write", path, e))?;
     Ok(file)
 }
 
 /// Whether two outputs are the same: plain numbers bit for bit (NaN payloads included), other
-/// types (strings, tract's symbolic dims) by tract's equality, since their bytes are pointers
-/// to their heap data.
+/// types (strings, tract's symbolic dims) and tensors whose storage is not plain by tract's
+/// equality, since their bytes are pointers to heap data or not in host memory.
 fn same_output(a: &Tensor, b: &Tensor) -> bool {
     if a.datum_type() != b.datum_type() || a.shape() != b.shape() {
         return false;
     }
-    match a.datum_type().is_copy() {
-        true => a.as_bytes() == b.as_bytes(),
-        false => a == b,
+    match (a.datum_type().is_copy(), a.as_plain_ram(), b.as_plain_ram()) {
+        (true, Some(a), Some(b)) => a.as_bytes() == b.as_bytes(),
+        _ => a == b,
     }
 }
 

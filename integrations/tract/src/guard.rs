@@ -52,14 +52,11 @@ pub fn catch_panic<T>(phase: &str, f: impl FnOnce() -> TractResult<T>) -> TractR
 ///
 /// # Errors
 /// As `plan.run`, or a node whose output would not fit.
-pub fn run_checked(
-    plan: &TypedSimplePlan<TypedModel>,
-    inputs: TVec<TValue>,
-) -> TractResult<TVec<TValue>> {
+pub fn run_checked(plan: &Arc<TypedSimplePlan>, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
     let mut state = SimpleState::new(plan)?;
-    state.run_plan_with_eval(inputs, |session, op_state, node, inputs| {
+    state.run_plan_with_eval(inputs, |ctx, op_state, node, inputs| {
         check_output_sizes(node, &inputs)?;
-        tract_onnx::tract_core::plan::eval(session, op_state, node, inputs)
+        tract_onnx::tract_core::plan::eval(ctx, op_state, node, inputs)
     })
 }
 
@@ -75,9 +72,12 @@ pub(crate) fn check_output_sizes(node: &TypedNode, inputs: &[TValue]) -> TractRe
     }
     let facts: TVec<TypedFact> = inputs
         .iter()
-        .map(|value| match value.len() <= VALUE_FACT_ELEMENTS {
-            true => TypedFact::from(value.clone().into_arc_tensor()),
-            false => TypedFact::dt_shape(value.datum_type(), value.shape()),
+        .map(|value| {
+            // A value tract cannot make a fact of (an exotic one) is given by type and shape.
+            let konst = (value.len() <= VALUE_FACT_ELEMENTS)
+                .then(|| TypedFact::try_from(value.clone().into_arc_tensor()).ok())
+                .flatten();
+            konst.unwrap_or_else(|| TypedFact::dt_shape(value.datum_type(), value.shape()))
         })
         .collect();
     let facts: TVec<&TypedFact> = facts.iter().collect();
@@ -133,7 +133,7 @@ pub(crate) fn check_topk(node: &TypedNode, axis: usize, inputs: &[TValue]) -> Tr
         node.name,
         k.shape()
     );
-    let k = k.cast_to::<i64>()?.as_slice::<i64>()?[0];
+    let k = k.cast_to::<i64>()?.try_as_plain_ram()?.as_slice::<i64>()?[0];
     ensure!(
         usize::try_from(k).is_ok_and(|k| k <= len),
         "{}: TopK's k {k} is out of range for axis {axis} of length {len}",

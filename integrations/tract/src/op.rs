@@ -141,13 +141,17 @@ impl Op for JitGather {
 }
 
 impl EvalOp for JitGather {
-    fn is_stateless(&self) -> bool {
-        true
-    }
+    // The op reads nothing but its inputs, so tract's constant folding may run it too.
+    op_out_of_plan!();
 
-    fn eval(&self, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
+    fn eval(&self, _ctx: &EvalContext, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
         let (data, indices) = args_2!(inputs);
         let signature = self.signature(&data, &indices)?;
+        // tract's tensors can keep their bytes in a storage of their own (block-quantized
+        // weights, packed matrices, device memory); the kernel reads plain host bytes, so each
+        // input is brought to plain host memory here, or refused.
+        let data = self.plain_bytes(&data, "data")?;
+        let indices = self.plain_bytes(&indices, "indices")?;
         let output = KernelCache::global().with(&signature, |kernel| {
             let shape = kernel.output_shape();
             // The validated signature bounds the output's bytes by `isize::MAX`, but not by the
@@ -155,7 +159,8 @@ impl EvalOp for JitGather {
             // layout it will ask for is asked for here first, and a refusal becomes an error.
             // The block is freed again because a `Blob` cannot adopt one; tract allocates its
             // own just after.
-            let bytes = tensor_bytes(data.datum_type(), shape)?;
+            let datum = data.datum_type();
+            let bytes = tensor_bytes(datum, shape)?;
             if bytes > PROBE_FROM_BYTES {
                 probe_allocation(bytes, || {
                     format!("{}'s output of shape {shape:?}", self.name())
@@ -164,23 +169,42 @@ impl EvalOp for JitGather {
             // SAFETY: the element type is plain data (`dtype_of` accepted it), and the kernel
             // writes every byte before the tensor is returned (on an error it is dropped
             // unread).
-            let mut output =
-                unsafe { Tensor::uninitialized_dt(data.datum_type(), kernel.output_shape())? };
+            let mut output = unsafe { Tensor::uninitialized_dt(datum, kernel.output_shape())? };
+            let mut out = output.try_as_plain_ram_mut()?;
             // SAFETY: the signature was built from these tensors' shapes and plain-data types,
-            // so each holds exactly the bytes the kernel reads or writes, native-endian and
-            // C-contiguous (tract tensors always are); the output is a fresh allocation, so it
-            // overlaps neither input; no other thread sees it during the call. The pointers are
-            // taken without making a reference to the uninitialised output bytes.
+            // and `plain_bytes` checked that each input's bytes are in host memory and at least
+            // as many as its type and shape say, native-endian and C-contiguous (tract's plain
+            // tensors always are); the output is a fresh plain allocation of the kernel's
+            // output shape, so it overlaps neither input; no other thread sees it during the
+            // call.
             unsafe {
                 kernel.call(
                     data.as_ptr_unchecked::<u8>(),
                     indices.as_ptr_unchecked::<u8>(),
-                    output.as_ptr_mut_unchecked::<u8>(),
+                    out.as_ptr_mut_unchecked::<u8>(),
                 )?
             };
             TractResult::Ok(output)
         })??;
         Ok(tvec!(output.into_tvalue()))
+    }
+}
+
+impl JitGather {
+    /// `tensor`'s bytes in host memory, as a plain view holding at least the bytes its type
+    /// and shape say: an error for a tensor whose storage is not plain.
+    fn plain_bytes<'t>(&self, tensor: &'t Tensor, what: &str) -> TractResult<PlainView<'t>> {
+        let plain = tensor.try_as_plain_ram().with_context(|| {
+            format!("{}: the {what} tensor's storage is not plain", self.name())
+        })?;
+        let expected = tensor_bytes(tensor.datum_type(), tensor.shape())?;
+        ensure!(
+            plain.as_bytes().len() >= expected,
+            "{}: the {what} tensor holds {} bytes, its type and shape say {expected}",
+            self.name(),
+            plain.as_bytes().len()
+        );
+        Ok(plain)
     }
 }
 
@@ -191,6 +215,15 @@ impl TypedOp for JitGather {
             "{}: {} inputs, expected data and indices",
             self.name(),
             inputs.len()
+        );
+        // An exotic fact (block-quantized weights, packed matrices) describes bytes that are
+        // not its type and shape's, which the kernels cannot read.
+        ensure!(
+            inputs.iter().all(|fact| fact.is_plain()),
+            "{}: takes plain tensors, not {:?} and {:?}",
+            self.name(),
+            inputs[0],
+            inputs[1]
         );
         let shape = self.output_shape(&inputs[0].shape.to_tvec(), &inputs[1].shape.to_tvec())?;
         Ok(tvec!(inputs[0].datum_type.fact(&*shape)))

@@ -17,7 +17,7 @@ use gather_jit::Op as GatherOp;
 use gather_jit_tract::JitGather;
 use onnx::Dim::{Param, Value};
 use tract_onnx::prelude::*;
-use tract_onnx::tract_hir::internal::{EvalOp, TypedOp, format_err};
+use tract_onnx::tract_hir::internal::{EvalContext, EvalOp, TypedOp, format_err};
 
 /// Loads `bytes` with the JIT-backed gathers and optimises it, as `gather-jit model` does, on
 /// a thread with a deadline: `Err` is tract's error message, a panic or a timeout fails.
@@ -339,7 +339,7 @@ fn jit_gather_with_one_input_is_an_error() {
     let data = f32::fact([2, 3]);
     assert!(op.output_facts(&[&data]).is_err());
     let one = tvec!(Tensor::zero::<f32>(&[2, 3]).expect("tensor").into_tvalue());
-    assert!(op.eval(one).is_err());
+    assert!(op.eval(&EvalContext::out_of_plan(), one).is_err());
 }
 
 /// A node of the model with one input: tract's arity check rejects it at load.
@@ -379,7 +379,10 @@ fn an_output_too_large_for_memory_is_an_error_naming_its_bytes() {
         };
         let data = Tensor::zero::<f64>(&[1 << 20, 2]).expect("16 MiB of data");
         let indices = Tensor::zero::<i64>(&[1 << 20]).expect("8 MiB of indices");
-        let result = op.eval(tvec!(data.into_tvalue(), indices.into_tvalue()));
+        let result = op.eval(
+            &EvalContext::out_of_plan(),
+            tvec!(data.into_tvalue(), indices.into_tvalue()),
+        );
         let e = result.expect_err("8 TiB cannot be allocated under the limit");
         println!("child error: {e}");
         let bytes = (1u64 << 40) * 8;

@@ -10,8 +10,13 @@ use gather_jit::Op as GatherOp;
 use gather_jit_tract::JitGather;
 use proptest::prelude::*;
 use tract_onnx::prelude::*;
-use tract_onnx::tract_hir::internal::EvalOp;
+use tract_onnx::tract_hir::internal::{EvalContext, EvalOp};
 use tract_onnx::tract_hir::tract_core::ops::array as native;
+
+/// What the ops are evaluated in: no plan, as tract's constant folding evaluates them.
+fn out_of_plan() -> EvalContext<'static> {
+    EvalContext::out_of_plan()
+}
 
 /// Element types tract and gather-jit share.
 const DATUM_TYPES: [DatumType; 11] = [
@@ -80,19 +85,21 @@ impl Problem {
             inputs[1] = indices.into_tvalue();
         }
         catch_unwind(AssertUnwindSafe(move || match op {
-            GatherOp::Gather { axis, .. } => native::Gather::new(axis as usize).eval(inputs),
+            GatherOp::Gather { axis, .. } => {
+                native::Gather::new(axis as usize).eval(&out_of_plan(), inputs)
+            }
             GatherOp::GatherElements { axis } => native::GatherElements {
                 axis: axis as usize,
             }
-            .eval(inputs),
+            .eval(&out_of_plan(), inputs),
             GatherOp::GatherNd { batch_dims } => {
-                native::GatherNd::new(batch_dims as usize).eval(inputs)
+                native::GatherNd::new(batch_dims as usize).eval(&out_of_plan(), inputs)
             }
         }))
     }
 
     fn jit_eval(&self, inputs: TVec<TValue>) -> TractResult<TVec<TValue>> {
-        JitGather { op: self.op }.eval(inputs)
+        JitGather { op: self.op }.eval(&out_of_plan(), inputs)
     }
 
     /// Runs both; `in_range` says whether every index is valid for ONNX.
@@ -247,10 +254,13 @@ fn negative_gather_nd_indices_count_from_the_end() {
     let inputs = || tvec!(data.clone().into_tvalue(), indices.clone().into_tvalue());
     let op = GatherOp::GatherNd { batch_dims: 0 };
     let jit = JitGather { op }
-        .eval(inputs())
+        .eval(&out_of_plan(), inputs())
         .expect("ONNX allows negative indices");
-    assert_eq!(jit[0].as_slice::<f32>().expect("f32"), &[12.0, 0.0]);
-    let native = catch_unwind(AssertUnwindSafe(|| native::GatherNd::new(0).eval(inputs())));
+    let jit = jit[0].try_as_plain_ram().expect("plain");
+    assert_eq!(jit.as_slice::<f32>().expect("f32"), &[12.0, 0.0]);
+    let native = catch_unwind(AssertUnwindSafe(|| {
+        native::GatherNd::new(0).eval(&out_of_plan(), inputs())
+    }));
     assert!(
         !matches!(native, Ok(Ok(_))),
         "tract's GatherND now takes negative indices: this test's premise is gone"

@@ -178,8 +178,10 @@ fn compare(got: &Tensor, expected: &Tensor, tolerance: Tolerance) -> Result<f64,
         Tolerance::Close { rtol, atol } => {
             let got = got.cast_to::<f64>().map_err(|e| e.to_string())?;
             let expected = expected.cast_to::<f64>().map_err(|e| e.to_string())?;
-            let got = got.as_slice::<f64>().unwrap();
-            let expected = expected.as_slice::<f64>().unwrap();
+            let got = got.try_as_plain_ram().map_err(|e| e.to_string())?;
+            let expected = expected.try_as_plain_ram().map_err(|e| e.to_string())?;
+            let got = got.as_slice::<f64>().map_err(|e| e.to_string())?;
+            let expected = expected.as_slice::<f64>().map_err(|e| e.to_string())?;
             // A NaN on either side compares as `None`, so it fails too.
             let bad = got.iter().zip(expected).position(|(g, e)| {
                 matches!(
