@@ -173,7 +173,12 @@ impl Expansion for JitGatherExpansion {
         let data = model.outlet_fact(inputs[0])?.clone();
         let indices = model.outlet_fact(inputs[1])?.clone();
         let rank = data.rank() as i64;
-        let normalise = |axis: i64| if axis < 0 { axis + rank } else { axis };
+        // An axis below `-rank` stays as it is, for gather-jit's validation to refuse: adding
+        // the rank to it would make another negative axis, one gather-jit accepts.
+        let normalise = |axis: i64| match (-rank..0).contains(&axis) {
+            true => axis + rank,
+            false => axis,
+        };
         let op = match self {
             JitGatherExpansion::Gather { axis, .. } => GatherOp::Gather {
                 axis: normalise(*axis),

@@ -131,6 +131,40 @@ fn gather_nd_with_rank_0_indices_is_an_error_at_load() {
     );
 }
 
+/// An axis below `-rank` is out of range (ONNX allows `-r..=r-1`), and ONNX Runtime rejects
+/// it at load. GatherElements' axis was made non-negative by adding the rank once, so `-rank -
+/// 1` became `-1` and the JIT op gathered along the last axis (found by the `model` fuzz
+/// target's replay once tract's own GatherElements rejected the axis). Gather's fails in
+/// tract's own type rules, which the expansion uses, with tract's words.
+#[test]
+fn gather_axes_below_minus_rank_are_errors_at_load() {
+    for op in ["Gather", "GatherElements"] {
+        for axis in [-3, -4, i64::MIN] {
+            let bytes = onnx::model(
+                13,
+                &[onnx::node(
+                    op,
+                    &["data", "indices"],
+                    &["y"],
+                    &[("axis", axis)],
+                )],
+                &[onnx::i64_initializer("indices", &[1, 1], &[0])],
+                &[onnx::value(
+                    "data",
+                    onnx::elem::FLOAT,
+                    &[Value(2), Value(3)],
+                )],
+                &[onnx::untyped("y")],
+            );
+            let expected = match op {
+                "Gather" => "axis".to_string(),
+                _ => format!("axis {axis} is out of range for data of rank 2"),
+            };
+            load_error(bytes, &expected);
+        }
+    }
+}
+
 /// Data of rank 0: the output's rank would be negative.
 #[test]
 fn gather_nd_with_rank_0_data_is_an_error_at_load() {
