@@ -293,9 +293,9 @@ fn model_folded_gather_nd_with_a_negative_index_is_one_error_line_in_every_mode(
     }
 }
 
-/// tract's own GatherND rules count to `usize::MAX`, growing memory until the process aborts,
-/// when the index depth exceeds the indices' rank. This model is valid (`data[1, 0]`), so
-/// `--native` and `--compare` load tract's GatherND behind the integration's checked rules.
+/// A GatherND whose index depth exceeds the indices' rank: the model is valid (`data[1, 0]`),
+/// and `--native` and `--compare` (tract's GatherND behind the integration's checked rules)
+/// load and run it.
 #[test]
 fn model_native_gather_nd_deeper_than_its_indices_rank_runs() {
     let dir = TempDir::new().expect("temp dir");

@@ -510,8 +510,8 @@ pub fn check_proto(proto: &pb::ModelProto, seed: u64, what: &str) -> Outcome {
 
 /// The framework of one way: tract's own ops are `gather_jit_tract::onnx_native()`, as
 /// `gather-jit model --native` and `--compare` run them (tract's own GatherND type rules grow
-/// memory without bound when the index depth exceeds the indices' rank, so that framework
-/// types tract's GatherND with the integration's rules).
+/// memory without bound on rank-0 indices, so that framework types tract's GatherND with the
+/// integration's rules).
 fn framework(way: Way) -> tract_onnx::Onnx {
     match way {
         Way::Jit => gather_jit_tract::onnx(),

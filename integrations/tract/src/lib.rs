@@ -45,8 +45,8 @@
 //! so an op that takes its output's shape from a value can write past its allocation (TopK
 //! with `k = 2^62 + 5` does): [`run_checked`] runs a plan with each node's outputs checked for
 //! size first, but the constant folding of `into_optimized` runs tract's ops unchecked.
-//! tract's own GatherND rules loop, growing memory, when the index depth exceeds the indices'
-//! rank: [`onnx_native`] gives tract's ops behind this crate's rules. An allocation that Rust's
+//! tract's own GatherND rules loop, growing memory, on indices of rank 0: [`onnx_native`] gives
+//! tract's ops behind this crate's rules. An allocation that Rust's
 //! global allocator refuses outside tract's tensors (a `Vec` sized by the file) aborts the
 //! process, which no wrapper can catch. Untrusted models belong in a process of their own,
 //! under a memory limit; [`check_allocation`] checks a tensor of a size from such input before

@@ -27,8 +27,8 @@ pub fn onnx() -> tract_onnx::Onnx {
 
 /// tract's ONNX framework with tract's own gather ops, GatherND's behind this crate's checked
 /// type and shape rules: what to compare the JIT-backed ops with. tract's own GatherND rules
-/// count to `usize::MAX`, growing memory until the process aborts, when the index depth exceeds
-/// the indices' rank, as in the valid `GatherND(data [2, 2], indices [2])`.
+/// compute `indices_rank - 1` unchecked, so indices of rank 0 (which ONNX forbids) make them
+/// count to `usize::MAX`, growing memory until the process aborts.
 pub fn onnx_native() -> tract_onnx::Onnx {
     let mut onnx = tract_onnx::onnx();
     register_native(&mut onnx);
@@ -205,8 +205,8 @@ impl Expansion for JitGatherExpansion {
     }
 }
 
-/// GatherND's type and shape rules (tract's own take the output's trailing dims from the
-/// indices instead of from data when `batch_dims > 0`): gather-jit's rule
+/// GatherND's type and shape rules (tract's own loop on rank-0 indices, see [`onnx_native`]):
+/// gather-jit's rule
 /// ([`gather_jit::ir::ShapeRule`]), `output = indices[:-1] + data[batch_dims + n:]` with
 /// `n = indices.shape[-1]`, as equations between the output's dims and the inputs'.
 ///

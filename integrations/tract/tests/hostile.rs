@@ -494,9 +494,9 @@ fn catch_panic_turns_a_panic_into_an_error_naming_the_phase() {
     assert_eq!(e.to_string(), "y panicked: a panic without a message");
 }
 
-/// tract's own GatherND rules count to `usize::MAX` when the index depth exceeds the indices'
-/// rank (`data [2, 2]`, `indices [2]`, a valid model whose output is `data[1, 0]`);
-/// `onnx_native()` puts tract's op behind the checked rules, and it runs as the JIT does.
+/// `onnx_native()` puts tract's op behind the checked rules: a GatherND whose index depth
+/// exceeds the indices' rank (`data [2, 2]`, `indices [2]`, a valid model whose output is
+/// `data[1, 0]`) loads and runs as the JIT does.
 #[test]
 fn native_gather_nd_deeper_than_its_indices_rank_loads_and_runs() {
     let bytes = onnx::model(
