@@ -376,6 +376,40 @@ fn jit_gather_with_one_input_is_an_error() {
     assert!(op.eval(&EvalContext::out_of_plan(), one).is_err());
 }
 
+/// A tensor whose storage is not plain (here block-quantized `Q4_0` weights, as tract's own
+/// optimiser makes of a constant) has no bytes of its type and shape to read, and tract's
+/// pointer accessors panic on it ("Non-plain storage"): the op refuses it with an error, and
+/// its fact at typing.
+#[test]
+fn jit_gather_refuses_a_tensor_whose_storage_is_not_plain() {
+    use tract_onnx::tract_core::tract_linalg::block_quant::{BlockQuant, BlockQuantStorage, Q4_0};
+    let blocks = Q4_0.quant_f32(&[0.5f32; 64]).expect("quantized");
+    let data = BlockQuantStorage::new(Box::new(Q4_0), 2, 32, Arc::new(blocks))
+        .expect("storage")
+        .into_tensor_with_shape(DatumType::F32, &[2, 32]);
+    assert!(!data.is_plain());
+    let indices = tensor1(&[1i64]);
+    let op = JitGather {
+        op: GatherOp::Gather {
+            axis: 0,
+            batch_dims: 0,
+        },
+    };
+    let e = op
+        .eval(
+            &EvalContext::out_of_plan(),
+            tvec!(data.clone().into_tvalue(), indices.clone().into_tvalue()),
+        )
+        .expect_err("not plain");
+    assert!(e.to_string().contains("storage is not plain"), "{e:#}");
+    let data = TypedFact::try_from(data).expect("a fact");
+    let indices = TypedFact::try_from(indices).expect("a fact");
+    let e = op
+        .output_facts(&[&data, &indices])
+        .expect_err("exotic fact");
+    assert!(e.to_string().contains("takes plain tensors"), "{e:#}");
+}
+
 /// A node of the model with one input: tract's arity check rejects it at load.
 #[test]
 fn gather_nodes_with_one_input_are_errors_at_load() {
