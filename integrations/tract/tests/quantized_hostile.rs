@@ -187,10 +187,13 @@ fn the_valid_model_runs() {
     );
 }
 
+/// A node's integer attributes.
+type Attrs = Vec<(&'static str, i64)>;
+
 #[test]
 fn unsupported_attributes_are_errors_naming_the_node() {
     let data = || uint8_form(4, 48, 16, false);
-    let cases: Vec<(Vec<(&str, i64)>, &str, &[&str])> = vec![
+    let cases: Vec<(Attrs, &str, &[&str])> = vec![
         (
             vec![("bits", 2)],
             "com.microsoft",

@@ -85,8 +85,12 @@ fn close(got: &Tensor, expected: &Tensor) -> Result<f32, String> {
     let mut worst = 0f32;
     for (i, (&g, &e)) in g.iter().zip(e).enumerate() {
         let diff = (g - e).abs();
-        // A NaN fails the comparison, so it fails the test.
-        if !(f64::from(diff) <= ATOL + RTOL * f64::from(e.abs())) {
+        // A NaN compares as `None`, so it fails the test.
+        let bound = ATOL + RTOL * f64::from(e.abs());
+        if !matches!(
+            f64::from(diff).partial_cmp(&bound),
+            Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+        ) {
             return Err(format!("element {i} is {g}, expected {e}"));
         }
         worst = worst.max(diff);
