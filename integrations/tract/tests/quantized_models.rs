@@ -202,7 +202,10 @@ fn tracts_own_framework_cannot_run_the_quantized_models() {
     std::panic::set_hook(Box::new(|_| {}));
     let plain = catch_panic("parse", || tract_onnx::onnx().model_for_path(&model));
     std::panic::set_hook(hook);
-    assert!(plain.is_err(), "tract read INT4 tensors");
+    match plain {
+        Ok(_) => panic!("tract read INT4 tensors"),
+        Err(e) => println!("tract's own reader: {e:#}"),
+    }
     let e = model_for_path(&tract_onnx::onnx(), &model)
         .and_then(|m| m.into_typed())
         .expect_err("tract has no GatherBlockQuantized");
