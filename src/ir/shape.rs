@@ -22,6 +22,7 @@ pub struct Validated {
 
 impl Validated {
     /// The signature as given.
+    #[inline]
     pub fn signature(&self) -> &Signature {
         &self.signature
     }
@@ -32,6 +33,7 @@ impl Validated {
     }
 
     /// The inferred output shape.
+    #[inline]
     pub fn output_shape(&self) -> &[usize] {
         &self.output_shape
     }
@@ -46,16 +48,19 @@ impl Validated {
     }
 
     /// Number of elements of data.
+    #[inline]
     pub fn data_len(&self) -> usize {
         self.signature.data_shape.iter().product()
     }
 
     /// Number of elements of indices.
+    #[inline]
     pub fn indices_len(&self) -> usize {
         self.signature.indices_shape.iter().product()
     }
 
     /// Number of elements of the output.
+    #[inline]
     pub fn output_len(&self) -> usize {
         self.output_shape.iter().product()
     }

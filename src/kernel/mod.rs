@@ -112,11 +112,13 @@ impl Kernel {
     }
 
     /// The validated signature (normalised attributes, output shape).
+    #[inline]
     pub fn validated(&self) -> &Validated {
         &self.validated
     }
 
     /// The inferred output shape.
+    #[inline]
     pub fn output_shape(&self) -> &[usize] {
         self.validated.output_shape()
     }

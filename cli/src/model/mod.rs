@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit_tract::{JitGather, catch_panic, dtype_of, run_checked};
+use gather_jit_tract::{
+    GatherBlockQuantized, JitGather, QuantizedEngine, catch_panic, dtype_of, run_checked,
+};
 use serde_json::json;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::plan::SimpleState;
@@ -72,7 +74,12 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
         true => (gather_jit_tract::onnx_native(), "tract's own ops"),
         false => (gather_jit_tract::onnx(), "gather-jit"),
     };
-    let model = catch_panic("tract's parser", || framework.model_for_path(path)).map_err(|e| {
+    // gather-jit-tract's loader: tract's parser, after converting the INT4 / UINT4 tables of
+    // GatherBlockQuantized nodes, which tract cannot read, to the op's uint8 form.
+    let model = catch_panic("tract's parser", || {
+        gather_jit_tract::model_for_path(&framework, path)
+    })
+    .map_err(|e| {
         Failure::usage(format!(
             "{}: tract cannot read this model: {e:#}",
             path.display()
@@ -101,9 +108,21 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
                     )
                 })
                 .collect();
-            let op = match node.op_as::<JitGather>() {
-                Some(jit) => format!("{} (gather-jit: {})", node.op().name(), jit.op),
-                None => format!("{} (tract)", node.op().name()),
+            let op = match (
+                node.op_as::<JitGather>(),
+                node.op_as::<GatherBlockQuantized>(),
+            ) {
+                (Some(jit), _) => format!("{} (gather-jit: {})", node.op().name(), jit.op),
+                (_, Some(q)) => format!(
+                    "{} (gather-jit {}: {})",
+                    node.op().name(),
+                    match q.engine {
+                        QuantizedEngine::Jit => "kernel",
+                        QuantizedEngine::Interpreter => "interpreter",
+                    },
+                    node.op().info().unwrap_or_default().join(", ")
+                ),
+                _ => format!("{} (tract)", node.op().name()),
             };
             (node.name.clone(), op, facts)
         })

@@ -1,6 +1,6 @@
 //! [`JitGather`]: one gather-jit kernel behind candle's [`CustomOp2`].
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use candle_core::backend::BackendStorage;
@@ -16,8 +16,21 @@ use crate::error::{from_jit, msg};
 use crate::layout::contiguous;
 
 thread_local! {
-    /// Each thread's signature of its last call, whose shape buffers the next call reuses.
-    static SIGNATURE: Cell<Option<Signature>> = const { Cell::new(None) };
+    /// Each thread's last call: repeating it (a generation loop's step) runs its kernel
+    /// without asking the cache, and another call reuses its shape buffers.
+    static LAST_CALL: RefCell<Option<LastCall>> = const { RefCell::new(None) };
+}
+
+/// A thread's last call: its signature, the cache asked and the kernel the cache gave.
+///
+/// The kernel is held until the thread's next call on other shapes or its exit, even if the
+/// cache evicts it meanwhile: one kernel a thread, the price of a repeated call that touches
+/// no shared memory (the cache's hit path swaps a flag and stamps the entry).
+struct LastCall {
+    signature: Signature,
+    /// The cache's address, only compared: the kernel came from the op's own cache.
+    cache: *const KernelCache,
+    kernel: Option<Arc<Kernel>>,
 }
 
 /// Which index values are valid and what they select.
@@ -73,6 +86,11 @@ enum Kind {
 /// Inputs may have any layout: contiguous tensors (at any start offset) are read in place,
 /// others are packed first. Data of any candle dtype but the sub-byte ones (`f6`, `f4`,
 /// `f8e8m0`); indices `u8`, `u32`, `i64` (as candle), and also `i16`, `i32`.
+///
+/// Each thread keeps the kernel of its last call: repeating that call (the same shapes,
+/// types, rules and cache, as a generation loop does every token) skips the cache's lookup.
+/// That kernel stays alive until the thread's next call on other shapes, or its exit, even
+/// if the cache evicts it meanwhile: one kernel a thread.
 ///
 /// ```
 /// use candle_core::{Device, Tensor};
@@ -176,17 +194,9 @@ impl JitGather {
         data.apply_op2_no_bwd(indices, self)
     }
 
-    /// Rewrites `signature` into that of a call on these shapes and types (its shapes'
-    /// buffers are reused).
-    fn fill_signature(
-        &self,
-        signature: &mut Signature,
-        data: &[usize],
-        indices: &[usize],
-        dtype: DType,
-        index_type: IndexType,
-    ) -> candle_core::Result<()> {
-        let op = match self.kind {
+    /// The gather-jit op of a call with indices of shape `indices`.
+    fn op(&self, indices: &[usize]) -> candle_core::Result<Op> {
+        Ok(match self.kind {
             Kind::IndexSelect { dim } => {
                 if indices.len() != 1 {
                     return Err(msg(format!(
@@ -208,25 +218,19 @@ impl JitGather {
             Kind::GatherNd { batch_dims } => Op::GatherNd {
                 batch_dims: attribute(batch_dims)?,
             },
-        };
-        signature.op = op;
-        signature.flavor = Flavor::Onnx;
-        signature.policy = self.rules.policy();
-        signature.dtype = dtype;
-        signature.index_type = index_type;
-        signature.data_shape.clear();
-        signature.data_shape.extend_from_slice(data);
-        signature.indices_shape.clear();
-        signature.indices_shape.extend_from_slice(indices);
-        Ok(())
+        })
     }
 
     /// The gather on C-contiguous `data` and `indices`, under the op's rules.
+    ///
+    /// `kernel` holds the signature's kernel if the caller has it, and the kernel the call
+    /// ran on return.
     fn forward<T: WithDType>(
         &self,
         data: &[u8],
         indices: &[u8],
         signature: &Signature,
+        kernel: &mut Option<Arc<Kernel>>,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let candle = self.rules == IndexRules::Candle;
         if let (true, Kind::IndexSelect { dim } | Kind::Take { dim }) = (candle, self.kind)
@@ -253,20 +257,20 @@ impl JitGather {
         {
             return self.forward_with_maxima::<T>(data, indices, signature);
         }
-        match self
-            .cache()
-            .with(signature, |kernel| run::<T>(kernel, data, indices))
-        {
-            Ok(Ok(Ok(output))) => Ok(output),
-            Ok(Err(error)) => Err(error),
+        let kernel = match kernel {
+            Some(kernel) => kernel,
+            None => kernel.insert(self.cache().get(signature).map_err(from_jit)?),
+        };
+        match run::<T>(kernel, data, indices)? {
+            Ok(output) => Ok(output),
             // A maximum is out of range wherever the check above did not run: the kernel stops
             // at the first one, and the slow path takes over.
-            Ok(Ok(Err(gather_jit::Error::IndexOutOfRange { value, .. })))
+            Err(gather_jit::Error::IndexOutOfRange { value, .. })
                 if candle && value == maximum as i128 =>
             {
                 self.forward_with_maxima::<T>(data, indices, signature)
             }
-            Ok(Ok(Err(error))) | Err(error) => Err(from_jit(error)),
+            Err(error) => Err(from_jit(error)),
         }
     }
 
@@ -358,28 +362,55 @@ impl JitGather {
                 )));
             }
         };
-        // This thread's last signature, rewritten: a call then allocates no shapes for the
-        // cache's key (a nested call finds the slot empty and makes a new one).
-        let mut signature = SIGNATURE
-            .try_with(Cell::take)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| Signature::gather(&[], &[], 0, 0));
-        let result = self
-            .fill_signature(
-                &mut signature,
-                data_layout.dims(),
-                indices_layout.dims(),
-                dtype,
-                index_type,
-            )
-            .and_then(|()| {
-                let data = contiguous(data, data_layout, "data")?;
-                self.forward::<T>(&data, &indices, &signature)
+        let op = self.op(indices_layout.dims())?;
+        let data = contiguous(data, data_layout, "data")?;
+        let (data_dims, indices_dims) = (data_layout.dims(), indices_layout.dims());
+        let policy = self.rules.policy();
+        let cache: *const KernelCache = self.cache();
+        let remembered = LAST_CALL.try_with(|last| {
+            // Borrowed already only if the call re-entered itself: no fast path then.
+            let mut last = last.try_borrow_mut().ok()?;
+            let last = last.get_or_insert_with(|| LastCall {
+                signature: Signature::gather(&[], &[], 0, 0),
+                cache,
+                kernel: None,
             });
-        // Fails only while the thread is being torn down, when the buffer is simply dropped.
-        let _ = SIGNATURE.try_with(|slot| slot.set(Some(signature)));
-        result
+            let signature = &mut last.signature;
+            let same = last.cache == cache
+                && same_dims(&signature.indices_shape, indices_dims)
+                && same_dims(&signature.data_shape, data_dims)
+                && signature.op == op
+                && signature.flavor == Flavor::Onnx
+                && signature.policy == policy
+                && signature.dtype == dtype
+                && signature.index_type == index_type;
+            if !same {
+                last.cache = cache;
+                last.kernel = None;
+                signature.op = op;
+                signature.flavor = Flavor::Onnx;
+                signature.policy = policy;
+                signature.dtype = dtype;
+                signature.index_type = index_type;
+                signature.data_shape.clear();
+                signature.data_shape.extend_from_slice(data_dims);
+                signature.indices_shape.clear();
+                signature.indices_shape.extend_from_slice(indices_dims);
+            }
+            Some(self.forward::<T>(&data, &indices, &last.signature, &mut last.kernel))
+        });
+        match remembered {
+            Ok(Some(result)) => result,
+            // The thread is being torn down, or the slot is in use.
+            _ => {
+                let signature = Signature::new(op, data_dims, indices_dims)
+                    .with_flavor(Flavor::Onnx)
+                    .with_policy(policy)
+                    .with_dtype(dtype)
+                    .with_index_type(index_type);
+                self.forward::<T>(&data, &indices, &signature, &mut None)
+            }
+        }
     }
 }
 
@@ -419,6 +450,12 @@ impl CustomOp2 for JitGather {
             ))),
         }
     }
+}
+
+/// Whether two shapes are equal, dim by dim (a shape of a few dims compares faster so than
+/// through `memcmp`).
+fn same_dims(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// An attribute as gather-jit's `i64`.

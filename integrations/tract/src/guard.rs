@@ -142,6 +142,27 @@ pub(crate) fn check_topk(node: &TypedNode, axis: usize, inputs: &[TValue]) -> Tr
     Ok(())
 }
 
+/// `tensor`'s bytes in host memory, as a plain view holding at least the bytes its type and
+/// shape say: an error naming `op` and `what` (the input) for a tensor whose storage is not
+/// plain (block-quantized weights, packed matrices, device memory), whose bytes the kernels
+/// cannot read and on which tract's pointer accessors panic.
+pub(crate) fn plain_bytes<'t>(
+    tensor: &'t Tensor,
+    op: &str,
+    what: &str,
+) -> TractResult<PlainView<'t>> {
+    let plain = tensor
+        .try_as_plain_ram()
+        .with_context(|| format!("{op}: the {what} tensor's storage is not plain"))?;
+    let expected = tensor_bytes(tensor.datum_type(), tensor.shape())?;
+    ensure!(
+        plain.as_bytes().len() >= expected,
+        "{op}: the {what} tensor holds {} bytes, its type and shape say {expected}",
+        plain.as_bytes().len()
+    );
+    Ok(plain)
+}
+
 /// The bytes of a tensor of `dt` and `shape`; an error if they overflow a `usize`.
 pub(crate) fn tensor_bytes(dt: DatumType, shape: &[usize]) -> TractResult<usize> {
     if shape.contains(&0) {

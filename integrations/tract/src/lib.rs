@@ -23,6 +23,12 @@
 //! range is an error naming the index's position and value (tract's own GatherND panics on
 //! negative indices).
 //!
+//! ONNX Runtime's `com.microsoft.GatherBlockQuantized` (the embedding tables its quantizer
+//! quantizes) becomes a [`GatherBlockQuantized`] op run by gather-jit's quantized kernels. Its
+//! quantizer stores those tables as INT4 / UINT4 tensors, which tract's parser cannot read:
+//! load such a model with [`model_for_path`], which converts them first (see
+//! [`convert_4bit_tensors`]).
+//!
 //! # Hostile models
 //!
 //! The JIT ops and their rules return errors rather than panic: impossible ranks, axes,
@@ -56,9 +62,13 @@
 
 mod dims;
 mod guard;
+mod load;
 mod onnx;
 mod op;
+mod quantized;
 
 pub use guard::{catch_panic, check_allocation, run_checked};
+pub use load::{convert_4bit_tensors, model_for_path, model_for_proto, model_for_read};
 pub use onnx::{onnx, onnx_native, register, register_native};
 pub use op::{JitGather, datum_of, dtype_of, index_type_of};
+pub use quantized::{GatherBlockQuantized, QuantizedEngine};

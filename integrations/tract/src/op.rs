@@ -2,7 +2,7 @@
 //! datum types and gather-jit's.
 
 use crate::dims::{known_dim, rule_error, tract_dims};
-use crate::guard::{PROBE_FROM_BYTES, probe_allocation, tensor_bytes};
+use crate::guard::{PROBE_FROM_BYTES, plain_bytes, probe_allocation, tensor_bytes};
 use gather_jit::ir::output_shape;
 use gather_jit::{DType, Flavor, IndexType, KernelCache, Op as GatherOp, Signature};
 use tract_onnx::tract_hir::internal::*;
@@ -150,8 +150,9 @@ impl EvalOp for JitGather {
         // tract's tensors can keep their bytes in a storage of their own (block-quantized
         // weights, packed matrices, device memory); the kernel reads plain host bytes, so each
         // input is brought to plain host memory here, or refused.
-        let data = self.plain_bytes(&data, "data")?;
-        let indices = self.plain_bytes(&indices, "indices")?;
+        let name = self.name();
+        let data = plain_bytes(&data, &name, "data")?;
+        let indices = plain_bytes(&indices, &name, "indices")?;
         let output = KernelCache::global().with(&signature, |kernel| {
             let shape = kernel.output_shape();
             // The validated signature bounds the output's bytes by `isize::MAX`, but not by the
@@ -187,24 +188,6 @@ impl EvalOp for JitGather {
             TractResult::Ok(output)
         })??;
         Ok(tvec!(output.into_tvalue()))
-    }
-}
-
-impl JitGather {
-    /// `tensor`'s bytes in host memory, as a plain view holding at least the bytes its type
-    /// and shape say: an error for a tensor whose storage is not plain.
-    fn plain_bytes<'t>(&self, tensor: &'t Tensor, what: &str) -> TractResult<PlainView<'t>> {
-        let plain = tensor.try_as_plain_ram().with_context(|| {
-            format!("{}: the {what} tensor's storage is not plain", self.name())
-        })?;
-        let expected = tensor_bytes(tensor.datum_type(), tensor.shape())?;
-        ensure!(
-            plain.as_bytes().len() >= expected,
-            "{}: the {what} tensor holds {} bytes, its type and shape say {expected}",
-            self.name(),
-            plain.as_bytes().len()
-        );
-        Ok(plain)
     }
 }
 

@@ -243,6 +243,53 @@ fn a_cache_of_ones_own() {
 }
 
 #[test]
+fn a_repeated_call_on_another_cache_asks_that_cache() {
+    // Each thread remembers its last call's kernel; a call on the same shapes through another
+    // cache must still take its kernel from that cache.
+    let (first, second) = (Arc::new(KernelCache::new(8)), Arc::new(KernelCache::new(8)));
+    let ids = Tensor::new(&[[2u32, 1]], &cpu()).expect("ids");
+    for cache in [&first, &second, &first, &second] {
+        let op = JitGather::gather_nd(0).with_cache(Arc::clone(cache));
+        let out = op.apply(&table(), &ids).expect("gather_nd");
+        assert_eq!(out.to_vec1::<f32>().expect("f32"), [5.]);
+    }
+    for cache in [&first, &second] {
+        let stats = cache.stats();
+        assert_eq!((stats.misses, stats.hits), (1, 1), "{stats:?}");
+    }
+}
+
+#[test]
+fn a_thread_holds_its_last_calls_kernel_until_a_call_on_other_shapes() {
+    let cache = Arc::new(KernelCache::new(8));
+    let op = JitGather::index_select(0).with_cache(Arc::clone(&cache));
+    let ids = Tensor::new(&[2u32, 0], &cpu()).expect("ids");
+    let out = op.apply(&table(), &ids).expect("index_select");
+    assert_eq!(out.to_vec2::<f32>().expect("f32"), [[4., 5.], [0., 1.]]);
+    let kernel = cache
+        .get(
+            &gather_jit::Signature::gather(&[3, 2], &[2], 0, 0)
+                .with_index_type(gather_jit::IndexType::U32)
+                .with_policy(IndexRules::Candle.policy()),
+        )
+        .expect("the kernel the call used");
+    assert_eq!(cache.stats().compilations, 1, "the same kernel");
+    cache.clear();
+    assert_eq!(
+        Arc::strong_count(&kernel),
+        2,
+        "the cache let go; this thread's last call and this test hold it"
+    );
+    // Repeating the call after the cache let go still runs (on the kernel the thread holds).
+    let again = op.apply(&table(), &ids).expect("index_select");
+    assert_eq!(bytes(&again), bytes(&out));
+    // A call on other shapes lets go of it.
+    let other = Tensor::new(&[1u32], &cpu()).expect("ids");
+    op.apply(&table(), &other).expect("index_select");
+    assert_eq!(Arc::strong_count(&kernel), 1, "only this test holds it now");
+}
+
+#[test]
 fn embedding_shapes_as_candle_nn() {
     let table = Tensor::arange(0f32, 12., &cpu())
         .and_then(|t| t.reshape((4, 3)))
