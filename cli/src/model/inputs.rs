@@ -264,34 +264,33 @@ impl Inputs {
     }
 
     /// The tensors of the model's inputs, in order: each given one, and random ones of the
-    /// analysed model's facts for the rest (seeded by `seed` and the input's position).
-    pub(super) fn tensors(&self, model: &TypedModel, seed: u64) -> Result<TVec<TValue>> {
+    /// analysed model's facts for the rest (seeded by `seed` and the input's position); and
+    /// for the report, each input's name, type, shape and file (`null`: random).
+    pub(super) fn tensors(
+        self,
+        model: &TypedModel,
+        seed: u64,
+    ) -> Result<(TVec<TValue>, Vec<Value>)> {
         let mut tensors = TVec::new();
-        for (i, input) in self.inputs.iter().enumerate() {
-            let tensor = match &input.given {
-                Some(given) => given.tensor.clone(),
+        let mut report = Vec::new();
+        for (i, input) in self.inputs.into_iter().enumerate() {
+            let (tensor, file) = match input.given {
+                Some(given) => (given.tensor, Some(given.at)),
                 None => {
                     let fact = model.input_fact(i).map_err(Failure::usage)?;
-                    random_input(&input.name, fact, &self.values, seed.wrapping_add(i as u64))?
+                    let seed = seed.wrapping_add(i as u64);
+                    (random_input(&input.name, fact, &self.values, seed)?, None)
                 }
             };
+            report.push(json!({
+                "name": input.name,
+                "shape": tensor.shape(),
+                "type": format!("{:?}", tensor.datum_type()),
+                "file": file,
+            }));
             tensors.push(tensor.into_tvalue());
         }
-        Ok(tensors)
-    }
-
-    /// Each input's name, type, shape and file (`null`: random), for the report.
-    pub(super) fn report(&self, tensors: &[TValue]) -> Vec<Value> {
-        (self.inputs.iter().zip(tensors))
-            .map(|(input, tensor)| {
-                json!({
-                    "name": input.name,
-                    "shape": tensor.shape(),
-                    "type": format!("{:?}", tensor.datum_type()),
-                    "file": input.given.as_ref().map(|g| g.at.clone()),
-                })
-            })
-            .collect()
+        Ok((tensors, report))
     }
 }
 

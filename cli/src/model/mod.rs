@@ -478,6 +478,10 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         analyse(&args.file, model, native)
     };
     let loaded = load(Some(parsed), how)?;
+    let other = match args.compare || args.bench {
+        true => Some(load(None, !how)?),
+        false => None,
+    };
     let model = loaded.plan.model();
     let outlets = model.output_outlets().map_err(Failure::usage)?;
     let names = output_names(outlets, |o| model.outlet_label(o).map(str::to_string));
@@ -497,14 +501,10 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         }
         None => None,
     };
-    let inputs = catch_panic("preparing the inputs", || {
+    let (inputs, inputs_report) = catch_panic("preparing the inputs", || {
         Ok(given.tensors(model, args.seed))
     })
     .map_err(|e| Failure::usage(format!("{e:#}")))??;
-    let other = match args.compare || args.bench {
-        true => Some(load(None, !how)?),
-        false => None,
-    };
     let outputs = run_plan(&loaded.plan, inputs.clone(), first)?;
     // Where `-o` writes output `i` (None without it).
     let output_file = |i: usize| {
@@ -516,7 +516,7 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     let mut report = json!({
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
-        "inputs": given.report(&inputs),
+        "inputs": inputs_report,
         "outputs": names.iter().zip(&outputs).enumerate().map(|(i, (name, o))| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type()), "file": output_file(i)})).collect::<Vec<_>>(),
     });
     // The other way runs checked once whether compared or timed: the timed runs are not.

@@ -283,7 +283,7 @@ fn proto_tensor(mut proto: TensorProto, at: &str) -> Result<Tensor> {
         count_is("int32_data", values.len())?;
         Ok(values.iter().map(|&v| i64::from(v)).collect())
     };
-    let tensor = match dt {
+    match dt {
         DatumType::F32 => {
             count_is("float_data", proto.float_data.len())?;
             Tensor::from_shape(&shape, &proto.float_data).map_err(Failure::usage)
@@ -333,8 +333,7 @@ fn proto_tensor(mut proto: TensorProto, at: &str) -> Result<Tensor> {
             let wide = Tensor::from_shape(&shape, &wide).map_err(Failure::usage)?;
             in_range(wide, dt, at)
         }
-    };
-    tensor
+    }
 }
 
 /// Whether a `TensorProto` holds values in one of its typed fields.
