@@ -532,7 +532,8 @@ fn model_input_wins_over_the_inputs_directory() {
 }
 
 /// `--inputs` errors: a stray file, a tensor named after no input, an input number past the
-/// last, two files for one input, a path that is neither a directory nor an .npz archive.
+/// last, two files for one input, a path that is neither a directory nor an .npz archive; and
+/// files that are missing, for `--input` and `--assert-outputs` too.
 #[test]
 fn model_inputs_directory_errors_are_one_line() {
     let c = concat();
@@ -574,6 +575,33 @@ fn model_inputs_directory_errors_are_one_line() {
     let line = refused(&[utf8(&c.model), "--inputs", utf8(&c.a)], &out);
     assert!(
         line.contains("not a directory or an .npz archive"),
+        "{line}"
+    );
+    let missing = c.dir.path().join("missing");
+    let line = refused(&[utf8(&c.model), "--inputs", utf8(&missing)], &out);
+    assert!(
+        line.contains("not a directory or an .npz archive"),
+        "{line}"
+    );
+    let line = refused(&[utf8(&c.model), "--input", &input("a", &missing)], &out);
+    assert!(
+        line.contains(&format!("cannot read {}", utf8(&missing))),
+        "{line}"
+    );
+    let missing_pb = c.dir.path().join("missing.pb");
+    let line = refused(&[utf8(&c.model), "--input", &input("a", &missing_pb)], &out);
+    assert!(
+        line.contains(&format!("cannot read {}", utf8(&missing_pb))),
+        "{line}"
+    );
+    let given = [input("a", &c.a), input("b", &c.b), input("ids", &c.ids)];
+    let mut args = vec![utf8(&c.model), "--assert-outputs", utf8(&missing)];
+    for g in &given {
+        args.extend(["--input", g.as_str()]);
+    }
+    let line = refused(&args, &out);
+    assert!(
+        line.contains("--assert-outputs") && line.contains("missing"),
         "{line}"
     );
 }
@@ -842,4 +870,43 @@ fn model_names_with_colons_slashes_and_equals() {
         line.contains("the model has no input nope (its inputs: onnx::in:0, a/b, x=y)"),
         "{line}"
     );
+}
+
+/// Every committed ONNX test case (the integration's node tests and multi-op models, their
+/// `test_data_set_0` written by onnx and onnxruntime) runs from its data set's inputs and
+/// matches its reference outputs under the default tolerance: every input read from a file,
+/// every output checked.
+#[test]
+fn model_runs_every_committed_test_data_set_and_matches_its_outputs() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../integrations/tract/tests/models");
+    let mut ran = 0;
+    for entry in fs::read_dir(&models).expect("the models directory") {
+        let dir = entry.expect("an entry").path();
+        let set = dir.join("test_data_set_0");
+        let json = ok(&[
+            "model",
+            utf8(&dir.join("model.onnx")),
+            "--inputs",
+            utf8(&set),
+            "--assert-outputs",
+            utf8(&set),
+            "--json",
+        ]);
+        let report: Json = serde_json::from_str(&json).expect("json");
+        for input in report["inputs"].as_array().expect("inputs") {
+            assert!(input["file"].is_string(), "{}: {input}", dir.display());
+        }
+        let asserted = &report["assert_outputs"];
+        assert_eq!(asserted["match"], true, "{}: {asserted}", dir.display());
+        let outputs = asserted["outputs"].as_array().expect("outputs");
+        assert_eq!(
+            outputs.len(),
+            report["outputs"].as_array().expect("outputs").len()
+        );
+        for output in outputs {
+            assert_eq!(output["result"], "match", "{}: {output}", dir.display());
+        }
+        ran += 1;
+    }
+    assert!(ran >= 13, "only {ran} models under {}", models.display());
 }
