@@ -261,3 +261,68 @@ fn first_difference<T>(
     }
     first
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// numpy's `assert_allclose` rule: `|got - want| <= atol + rtol * |want|`, NaN equal to
+    /// NaN, an infinity only equal to itself.
+    #[test]
+    fn tolerance_is_allclose() {
+        let t = Tolerance {
+            atol: 0.5,
+            rtol: 0.25,
+        };
+        // 0.5 + 0.25 * 4 = 1.5 either side of 4.
+        assert!(t.accepts(5.5, 4.0) && t.accepts(2.5, 4.0));
+        assert!(!t.accepts(5.51, 4.0) && !t.accepts(2.49, 4.0));
+        // Relative to the reference, not the output: 0.5 + 0.25 * 0 = 0.5 around 0.
+        assert!(t.accepts(0.5, 0.0) && !t.accepts(0.0, 2.5));
+        assert!(t.accepts(f64::NAN, f64::NAN) && !t.accepts(f64::NAN, 1.0));
+        assert!(!t.accepts(1.0, f64::NAN));
+        assert!(t.accepts(f64::INFINITY, f64::INFINITY));
+        assert!(!t.accepts(f64::INFINITY, f64::NEG_INFINITY));
+        assert!(!t.accepts(f64::MAX, f64::INFINITY) && !t.accepts(f64::INFINITY, f64::MAX));
+        let exact = Tolerance {
+            atol: 0.0,
+            rtol: 0.0,
+        };
+        assert!(exact.accepts(1.0, 1.0) && !exact.accepts(1.0, 1.0 + f64::EPSILON));
+    }
+
+    /// A flat position as one index per axis, row-major.
+    #[test]
+    fn index_of_is_row_major() {
+        assert_eq!(index_of(5, &[2, 3]), [1, 2]);
+        assert_eq!(index_of(7, &[2, 2, 2]), [1, 1, 1]);
+        assert_eq!(index_of(0, &[]), Vec::<usize>::new());
+    }
+
+    /// Integers and strings must be equal; the first difference is counted with the others,
+    /// and tract's symbolic-dim outputs are compared as int64.
+    #[test]
+    fn exact_types_find_the_first_difference() {
+        let t = Tolerance {
+            atol: 1.0,
+            rtol: 1.0,
+        };
+        let got = tensor1(&[1i64, 2, 3, 4]);
+        let want = tensor1(&[1i64, 5, 3, 6]);
+        let Err(Ok(d)) = compare(&got, &want, t) else {
+            panic!("no difference found");
+        };
+        assert_eq!(
+            (d.at, d.got.as_str(), d.want.as_str(), d.count),
+            (1, "2", "5", 2)
+        );
+        let dims = tensor1(&[TDim::from(3), TDim::from(4)]);
+        assert!(compare(&dims, &tensor1(&[3i64, 4]), t).is_ok());
+        let strings = tensor1(&["a".to_string()]);
+        assert!(compare(&strings, &tensor1(&["b".to_string()]), t).is_err());
+        let Err(Err(form)) = compare(&got, &tensor1(&[1i32, 2, 3, 4]), t) else {
+            panic!("types differ");
+        };
+        assert_eq!(form, "i64 [4]");
+    }
+}

@@ -521,3 +521,120 @@ pub(super) fn match_set(
     }
     Ok(slots)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `TensorProto` of ONNX type `data_type` and `dims`, its values set by `fill`.
+    fn proto(data_type: i32, dims: &[i64], fill: impl FnOnce(&mut TensorProto)) -> TensorProto {
+        let mut proto = TensorProto {
+            data_type,
+            dims: dims.to_vec(),
+            ..TensorProto::default()
+        };
+        fill(&mut proto);
+        proto
+    }
+
+    fn error(proto: TensorProto) -> String {
+        match proto_tensor(proto, "t.pb") {
+            Ok(tensor) => panic!("accepted as {tensor:?}"),
+            Err(e) => e.one_line(),
+        }
+    }
+
+    /// The typed fields ONNX keeps each type in: small integers, bools and float16 bits in
+    /// int32_data, uint32 in uint64_data, strings in string_data.
+    #[test]
+    fn typed_fields_become_tensors_of_their_type() {
+        let i8s = proto(3, &[3], |p| p.int32_data = vec![-128, 0, 127]);
+        let i8s = proto_tensor(i8s, "t.pb").expect("int8");
+        assert_eq!(i8s.as_slice::<i8>().expect("i8"), [-128, 0, 127]);
+        let u32s = proto(12, &[2], |p| p.uint64_data = vec![0, u64::from(u32::MAX)]);
+        let u32s = proto_tensor(u32s, "t.pb").expect("uint32");
+        assert_eq!(u32s.as_slice::<u32>().expect("u32"), [0, u32::MAX]);
+        let bools = proto(9, &[2], |p| p.int32_data = vec![1, 0]);
+        let bools = proto_tensor(bools, "t.pb").expect("bool");
+        assert_eq!(bools.as_slice::<bool>().expect("bool"), [true, false]);
+        // 0x3c00 is 1.0 and 0xc000 is -2.0 in float16.
+        let halves = proto(10, &[2], |p| p.int32_data = vec![0x3c00, 0xc000]);
+        let halves = proto_tensor(halves, "t.pb").expect("float16");
+        let halves: Vec<f32> = (halves.as_slice::<f16>().expect("f16").iter())
+            .map(|h| h.to_f32())
+            .collect();
+        assert_eq!(halves, [1.0, -2.0]);
+        let strings = proto(8, &[2, 1], |p| {
+            p.string_data = vec![b"ab".to_vec(), b"".to_vec()]
+        });
+        let strings = proto_tensor(strings, "t.pb").expect("strings");
+        assert_eq!(strings.shape(), [2, 1]);
+        assert_eq!(
+            strings.as_slice::<String>().expect("strings"),
+            ["ab".to_string(), String::new()]
+        );
+    }
+
+    /// Raw bools are bytes, any but 0 true (as numpy and tract read them); raw data is
+    /// little-endian.
+    #[test]
+    fn raw_data_is_little_endian_and_bools_are_nonzero_bytes() {
+        let bools = proto(9, &[3], |p| p.raw_data = vec![0, 1, 7]);
+        let bools = proto_tensor(bools, "t.pb").expect("bool");
+        assert_eq!(bools.as_slice::<bool>().expect("bool"), [false, true, true]);
+        let ints = proto(6, &[1], |p| p.raw_data = vec![1, 2, 0, 0]);
+        let ints = proto_tensor(ints, "t.pb").expect("int32");
+        assert_eq!(ints.as_slice::<i32>().expect("i32"), [0x0201]);
+    }
+
+    /// Values out of their type's range, a count that does not fit the shape, strings in raw
+    /// data, and text that is not UTF-8 are errors naming the file.
+    #[test]
+    fn typed_values_are_checked() {
+        let cases = [
+            (
+                proto(3, &[1], |p| p.int32_data = vec![300]),
+                "t.pb: value 300 of element 0 does not fit i8",
+            ),
+            (
+                proto(12, &[1], |p| p.uint64_data = vec![1 << 32]),
+                "t.pb: value 4294967296 of element 0 does not fit u32",
+            ),
+            (
+                proto(10, &[1], |p| p.int32_data = vec![-1]),
+                "t.pb: value -1 of element 0 does not fit u16",
+            ),
+            (
+                proto(7, &[2, 2], |p| p.int64_data = vec![1, 2, 3]),
+                "t.pb: int64_data holds 3 values, shape [2, 2] has 4 elements",
+            ),
+            (
+                proto(8, &[1], |p| p.raw_data = b"ab".to_vec()),
+                "t.pb: strings in raw_data (ONNX keeps them in string_data)",
+            ),
+            (
+                proto(8, &[1], |p| p.string_data = vec![vec![0xff]]),
+                "t.pb: string 0 is not UTF-8",
+            ),
+        ];
+        for (proto, expected) in cases {
+            assert_eq!(error(proto), expected);
+        }
+    }
+
+    /// The bound of what prost allocates covers a packed varint field's growth to 8 bytes a
+    /// number (twice, for a growing `Vec`), and wire data that is no message is refused.
+    #[test]
+    fn decoded_bound_covers_packed_growth_and_refuses_bad_wire_data() {
+        // Field 7 (int64_data), packed: 100 one-byte varints.
+        let mut bytes = vec![7 << 3 | 2, 100];
+        bytes.extend([1u8; 100]);
+        assert_eq!(decoded_bound(&bytes), Ok(bytes.len() + 1600));
+        assert!(
+            decoded_bound(&[7 << 3 | 2, 100, 1]).is_err(),
+            "runs past the end"
+        );
+        assert!(decoded_bound(&[1 << 3 | 3]).is_err(), "a group");
+        assert!(decoded_bound(&[0x80; 11]).is_err(), "a varint of 11 bytes");
+    }
+}
