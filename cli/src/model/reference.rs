@@ -211,7 +211,7 @@ fn index_of(mut at: usize, shape: &[usize]) -> Vec<usize> {
 
 /// The first difference of two tensors of type `T`, whose values must be equal.
 fn exact<T: Datum + PartialEq + Display>(got: &Tensor, want: &Tensor) -> Option<Difference> {
-    let (Ok(a), Ok(b)) = (got.as_slice::<T>(), want.as_slice::<T>()) else {
+    let (Ok(a), Ok(b)) = (tensors::values::<T>(got), tensors::values::<T>(want)) else {
         return None;
     };
     first_difference(a, b, |x, y| x == y, |x| x.to_string())
@@ -225,7 +225,7 @@ fn floats<T: Datum + Copy + Debug>(
     tolerance: Tolerance,
     wide: impl Fn(T) -> f64,
 ) -> Option<Difference> {
-    let (Ok(a), Ok(b)) = (got.as_slice::<T>(), want.as_slice::<T>()) else {
+    let (Ok(a), Ok(b)) = (tensors::values::<T>(got), tensors::values::<T>(want)) else {
         return None;
     };
     first_difference(

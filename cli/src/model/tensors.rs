@@ -78,6 +78,12 @@ pub(super) fn describe(tensor: &Tensor) -> String {
     format!("{} {:?}", type_name(tensor.datum_type()), tensor.shape())
 }
 
+/// The elements of `tensor`, of type `T`: the one place where this module and
+/// `reference.rs` read a tensor's values, so that a change in tract's accessors is one change.
+pub(super) fn values<T: Datum>(tensor: &Tensor) -> TractResult<&[T]> {
+    tensor.as_slice::<T>()
+}
+
 /// Whether `path` names an ONNX `TensorProto` file (by its extension, `.pb`).
 fn is_pb(path: &Path) -> bool {
     path.extension()
@@ -318,7 +324,7 @@ fn proto_tensor(mut proto: TensorProto, at: &str) -> Result<Tensor> {
             let bits = narrow(&proto.int32_data)?;
             let bits = Tensor::from_shape(&shape, &bits).map_err(Failure::usage)?;
             let bits = in_range(bits, DatumType::U16, at)?;
-            let bits = bits.as_slice::<u16>().map_err(Failure::usage)?;
+            let bits = values::<u16>(&bits).map_err(Failure::usage)?;
             let halves: Vec<f16> = bits.iter().map(|&b| f16::from_bits(b)).collect();
             Tensor::from_shape(&shape, &halves).map_err(Failure::usage)
         }
@@ -359,8 +365,8 @@ fn in_range(wide: Tensor, dt: DatumType, at: &str) -> Result<Tensor> {
         Some(i) => Err(Failure::usage(format!(
             "{at}: value {} of element {i} does not fit {}",
             match wide.datum_type() {
-                DatumType::U64 => wide.as_slice::<u64>().map_err(Failure::usage)?[i].to_string(),
-                _ => wide.as_slice::<i64>().map_err(Failure::usage)?[i].to_string(),
+                DatumType::U64 => values::<u64>(&wide).map_err(Failure::usage)?[i].to_string(),
+                _ => values::<i64>(&wide).map_err(Failure::usage)?[i].to_string(),
             },
             type_name(dt)
         ))),
@@ -550,17 +556,17 @@ mod tests {
     fn typed_fields_become_tensors_of_their_type() {
         let i8s = proto(3, &[3], |p| p.int32_data = vec![-128, 0, 127]);
         let i8s = proto_tensor(i8s, "t.pb").expect("int8");
-        assert_eq!(i8s.as_slice::<i8>().expect("i8"), [-128, 0, 127]);
+        assert_eq!(values::<i8>(&i8s).expect("i8"), [-128, 0, 127]);
         let u32s = proto(12, &[2], |p| p.uint64_data = vec![0, u64::from(u32::MAX)]);
         let u32s = proto_tensor(u32s, "t.pb").expect("uint32");
-        assert_eq!(u32s.as_slice::<u32>().expect("u32"), [0, u32::MAX]);
+        assert_eq!(values::<u32>(&u32s).expect("u32"), [0, u32::MAX]);
         let bools = proto(9, &[2], |p| p.int32_data = vec![1, 0]);
         let bools = proto_tensor(bools, "t.pb").expect("bool");
-        assert_eq!(bools.as_slice::<bool>().expect("bool"), [true, false]);
+        assert_eq!(values::<bool>(&bools).expect("bool"), [true, false]);
         // 0x3c00 is 1.0 and 0xc000 is -2.0 in float16.
         let halves = proto(10, &[2], |p| p.int32_data = vec![0x3c00, 0xc000]);
         let halves = proto_tensor(halves, "t.pb").expect("float16");
-        let halves: Vec<f32> = (halves.as_slice::<f16>().expect("f16").iter())
+        let halves: Vec<f32> = (values::<f16>(&halves).expect("f16").iter())
             .map(|h| h.to_f32())
             .collect();
         assert_eq!(halves, [1.0, -2.0]);
@@ -570,7 +576,7 @@ mod tests {
         let strings = proto_tensor(strings, "t.pb").expect("strings");
         assert_eq!(strings.shape(), [2, 1]);
         assert_eq!(
-            strings.as_slice::<String>().expect("strings"),
+            values::<String>(&strings).expect("strings"),
             ["ab".to_string(), String::new()]
         );
     }
@@ -581,10 +587,10 @@ mod tests {
     fn raw_data_is_little_endian_and_bools_are_nonzero_bytes() {
         let bools = proto(9, &[3], |p| p.raw_data = vec![0, 1, 7]);
         let bools = proto_tensor(bools, "t.pb").expect("bool");
-        assert_eq!(bools.as_slice::<bool>().expect("bool"), [false, true, true]);
+        assert_eq!(values::<bool>(&bools).expect("bool"), [false, true, true]);
         let ints = proto(6, &[1], |p| p.raw_data = vec![1, 2, 0, 0]);
         let ints = proto_tensor(ints, "t.pb").expect("int32");
-        assert_eq!(ints.as_slice::<i32>().expect("i32"), [0x0201]);
+        assert_eq!(values::<i32>(&ints).expect("i32"), [0x0201]);
     }
 
     /// Values out of their type's range, a count that does not fit the shape, strings in raw
