@@ -910,3 +910,42 @@ fn model_runs_every_committed_test_data_set_and_matches_its_outputs() {
     }
     assert!(ran >= 13, "only {ran} models under {}", models.display());
 }
+
+/// A symbol the files bind takes its size in the facts the model declares beyond its inputs
+/// too: `y = Identity(Relu(x))` with `x` and the inner value `h` declared `[N]` (ONNX's
+/// `value_info`), pinned at `x: [3]`, analyses pinned. Without the substitution tract cannot
+/// unify `h`'s `N` with the 3 that `x` now has, and the model loads only with its symbolic
+/// dims, which the report says (`pinned: false`, `pin_error`, an `inputs not pinned` line).
+#[test]
+fn model_declared_inner_symbols_take_the_inputs_sizes() {
+    let dir = TempDir::new().expect("temp dir");
+    let bytes = onnx::model_with_value_info(
+        13,
+        &[
+            onnx::node("Relu", &["x"], &["h"], &[]),
+            onnx::node("Identity", &["h"], &["y"], &[]),
+        ],
+        &[],
+        &[onnx::value("x", elem::FLOAT, &[Param("N")])],
+        &[onnx::untyped("y")],
+        &[onnx::value("h", elem::FLOAT, &[Param("N")])],
+    );
+    let model = write(dir.path(), "relu.onnx", &bytes);
+    let x = write(dir.path(), "x.npy", &npy_f32(&[3], &[1.0, -2.0, 3.0]));
+    let out = dir.path().join("out");
+    let args = [
+        "model",
+        utf8(&model),
+        "--input",
+        &input("x", &x),
+        "-o",
+        utf8(&out),
+    ];
+    let json = ok(&[&args[..], &["--json"]].concat());
+    let report: Json = serde_json::from_str(&json).expect("json");
+    assert_eq!(report["pinned"], true, "{report}");
+    assert_eq!(report["pin_error"], Json::Null, "{report}");
+    assert_eq!(read_f32(&out.join("y.npy")), [1.0, 0.0, 3.0]);
+    let text = ok(&args);
+    assert!(!text.contains("inputs not pinned"), "{text}");
+}

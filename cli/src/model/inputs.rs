@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use gather_jit_tract::check_allocation;
 use serde_json::{Value, json};
 use tract_onnx::prelude::*;
-use tract_onnx::tract_hir::infer::Factoid;
+use tract_onnx::tract_hir::infer::{DimFact, Factoid, ShapeFactoid};
 
 use super::ModelArgs;
 use super::tensors::{self, Names, Role, describe, type_name};
@@ -79,8 +79,11 @@ pub(super) struct Inputs {
     /// The model's input names, in order.
     names: Vec<String>,
     inputs: Vec<Input>,
-    /// The symbols' values, for random inputs whose facts still hold symbols after analysis.
+    /// The symbols' values, for the facts the model declares and for random inputs whose
+    /// facts still hold symbols after analysis.
     values: SymbolValues,
+    /// Whether any symbol has a value.
+    bound: bool,
 }
 
 /// `type [d0, d1]` of a declared fact: `?` for what it leaves open, `..` for an unknown rank.
@@ -232,7 +235,13 @@ impl Inputs {
             names,
             inputs,
             values,
+            bound: !bindings.is_empty(),
         })
+    }
+
+    /// Whether any input has a fact to pin.
+    pub(super) fn pins(&self) -> bool {
+        self.inputs.iter().any(|input| input.pin.is_some())
     }
 
     /// The model's input names, in order.
@@ -240,13 +249,24 @@ impl Inputs {
         &self.names
     }
 
-    /// Sets each input's pinned fact on `model`, before tract analyses it.
+    /// Sets each input's pinned fact on `model`, before tract analyses it, and the symbols'
+    /// values in every other fact the model declares (its outputs' and ONNX's `value_info`),
+    /// which would otherwise keep a symbol that tract cannot unify with the size an input now
+    /// has (`Impossible to unify Sym(batch) with Val(1)`). Facts inside subgraphs (`If`,
+    /// `Loop`, `Scan` bodies) are left as they are.
     pub(super) fn pin(&self, model: &mut InferenceModel) -> Result<()> {
         for (i, input) in self.inputs.iter().enumerate() {
             if let Some(fact) = &input.pin {
                 model
                     .set_input_fact(i, fact.clone())
                     .map_err(|e| Failure::usage(format!("input '{}': {e:#}", input.name)))?;
+            }
+        }
+        if self.bound {
+            for node in model.nodes_mut() {
+                for output in node.outputs.iter_mut() {
+                    output.fact.shape = substitute(&output.fact.shape, &self.values);
+                }
             }
         }
         Ok(())
@@ -291,6 +311,27 @@ impl Inputs {
             tensors.push(tensor.into_tvalue());
         }
         Ok((tensors, report))
+    }
+}
+
+/// `shape` with each dim that is a symbol with a value in `values` set to it; a dim that is an
+/// expression of such a symbol becomes unknown, for tract to infer: tract 0.22 reads ONNX's
+/// `dim_param` expressions in integer arithmetic (`(height+1)/2` as `1+height/2`), so that
+/// their value could be wrong.
+fn substitute(shape: &ShapeFactoid, values: &SymbolValues) -> ShapeFactoid {
+    let dims = (shape.dims())
+        .map(|dim| match dim.concretize() {
+            Some(TDim::Sym(symbol)) => DimFact::from(TDim::Sym(symbol).eval(values)),
+            Some(dim) if dim.symbols().iter().any(|s| values.get(s).is_some()) => {
+                DimFact::default()
+            }
+            Some(dim) => DimFact::from(dim),
+            None => DimFact::default(),
+        })
+        .collect();
+    match shape.is_open() {
+        true => ShapeFactoid::open(dims),
+        false => ShapeFactoid::closed(dims),
     }
 }
 

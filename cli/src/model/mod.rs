@@ -468,18 +468,30 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     let parsed = parse(&args.file, how)?;
     let given = catch_panic("reading the inputs", || Ok(Inputs::new(args, &parsed)))
         .map_err(|e| Failure::usage(format!("{e:#}")))??;
-    // Parses, pins and analyses the model one way.
-    let load = |parsed: Option<InferenceModel>, native: bool| -> Result<Loaded> {
+    // Parses, pins (if `pinned`) and analyses the model one way.
+    let load = |parsed: Option<InferenceModel>, native: bool, pinned: bool| -> Result<Loaded> {
         let mut model = match parsed {
             Some(model) => model,
             None => parse(&args.file, native)?,
         };
-        given.pin(&mut model)?;
+        if pinned {
+            given.pin(&mut model)?;
+        }
         analyse(&args.file, model, native)
     };
-    let loaded = load(Some(parsed), how)?;
+    // tract's analysis can fail at concrete shapes where it succeeds with symbols (facts
+    // inside subgraphs keep their symbols, and some ops' rules fail on the sizes): the model
+    // is then analysed as it declares its inputs, and the report says why.
+    let (loaded, pin_error) = match load(Some(parsed), how, true) {
+        Ok(loaded) => (loaded, None),
+        Err(pinned) if given.pins() => match load(None, how, false) {
+            Ok(loaded) => (loaded, Some(pinned.one_line())),
+            Err(_) => return Err(pinned),
+        },
+        Err(e) => return Err(e),
+    };
     let other = match args.compare || args.bench {
-        true => Some(load(None, !how)?),
+        true => Some(load(None, !how, pin_error.is_none())?),
         false => None,
     };
     let model = loaded.plan.model();
@@ -501,6 +513,7 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         }
         None => None,
     };
+    let given_pins = given.pins();
     let (inputs, inputs_report) = catch_panic("preparing the inputs", || {
         Ok(given.tensors(model, args.seed))
     })
@@ -517,6 +530,8 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
         "inputs": inputs_report,
+        "pinned": given_pins && pin_error.is_none(),
+        "pin_error": pin_error,
         "outputs": names.iter().zip(&outputs).enumerate().map(|(i, (name, o))| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type()), "file": output_file(i)})).collect::<Vec<_>>(),
     });
     // The other way runs checked once whether compared or timed: the timed runs are not.
@@ -607,6 +622,12 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             input["name"].as_str().unwrap_or("?"),
             tensor.datum_type(),
             tensor.shape()
+        );
+    }
+    if let Some(error) = &pin_error {
+        outln!(
+            out,
+            "inputs not pinned: tract cannot analyse the model at their shapes ({error}); it was analysed with the dims it declares"
         );
     }
     for (i, (name, output)) in names.iter().zip(&outputs).enumerate() {

@@ -201,6 +201,19 @@ pub fn model(
     inputs: &[Vec<u8>],
     outputs: &[Vec<u8>],
 ) -> Vec<u8> {
+    model_with_value_info(opset, nodes, initializers, inputs, outputs, &[])
+}
+
+/// [`model`] whose graph also declares the facts of inner values (`value_info`, made by
+/// [`value`]), as exporters write them.
+pub fn model_with_value_info(
+    opset: i64,
+    nodes: &[Vec<u8>],
+    initializers: &[Vec<u8>],
+    inputs: &[Vec<u8>],
+    outputs: &[Vec<u8>],
+    value_info: &[Vec<u8>],
+) -> Vec<u8> {
     let mut graph = Vec::new();
     for n in nodes {
         bytes(&mut graph, 1, n);
@@ -214,6 +227,9 @@ pub fn model(
     }
     for o in outputs {
         bytes(&mut graph, 12, o);
+    }
+    for v in value_info {
+        bytes(&mut graph, 13, v);
     }
     let mut m = Vec::new();
     int(&mut m, 1, 8);
