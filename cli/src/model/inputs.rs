@@ -1,16 +1,23 @@
-//! The inputs of `gather-jit model`: `.npy` files given with `--input NAME=FILE`, checked
-//! against the model's declared facts, and random tensors for the rest (`--dim` resolving
-//! symbolic dims).
+//! The inputs of `gather-jit model`: files given with `--input NAME=FILE` and `--inputs DIR`,
+//! checked against the model's declared inputs, and random tensors for the rest (`--dim` and
+//! the files' sizes resolving symbolic dims).
+//!
+//! The inputs pin the model before tract analyses it, as `tract -i` does: each input given
+//! becomes a fact of its type and concrete shape, and so does each random input whose dims are
+//! all known, so that tract analyses the model at these shapes rather than with symbols it
+//! may not be able to unify.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use gather_jit_tract::{check_allocation, datum_of};
+use gather_jit_tract::check_allocation;
+use serde_json::{Value, json};
 use tract_onnx::prelude::*;
-use tract_onnx::tract_hir::internal::DimLike;
+use tract_onnx::tract_hir::infer::{DimFact, Factoid, ShapeFactoid};
 
 use super::ModelArgs;
+use super::tensors::{self, Names, Role, describe, type_name};
 use crate::failure::{Failure, Result};
-use crate::npz;
 use crate::random::XorShift;
 
 /// `NAME=VALUE` split at its first `=`.
@@ -20,128 +27,436 @@ pub(super) fn pair<'a>(text: &'a str, flag: &str) -> Result<(&'a str, &'a str)> 
         .ok_or_else(|| Failure::usage(format!("--{flag} {text}: expected NAME=VALUE")))
 }
 
-/// The model's inputs: the files given, random tensors for the rest.
-pub(super) fn inputs(args: &ModelArgs, model: &TypedModel) -> Result<TVec<TValue>> {
-    let mut given: Vec<(&str, &str)> = Vec::new();
-    for text in &args.inputs {
-        given.push(pair(text, "input")?);
+/// `--input NAME=FILE` split into the index of input NAME and FILE. Of the ways to split
+/// `text` at an `=`, the one whose NAME is an input of the model is taken (the longest such
+/// NAME if several are), so that both input names (`a=b`) and paths (`x=1/ids.npy`) may hold
+/// an `=`.
+fn split_input<'a>(text: &'a str, names: &[String]) -> Result<(usize, &'a str)> {
+    let mut found = None;
+    for (at, _) in text.match_indices('=') {
+        if let Some(i) = names.iter().position(|n| *n == text[..at]) {
+            found = Some((i, &text[at + 1..]));
+        }
     }
-    let mut symbols = SymbolValues::default();
-    for text in &args.dims {
-        let (name, value) = pair(text, "dim")?;
-        // A negative value would reach tract's `to_usize`, which casts it to a huge one.
-        let value: i64 = value
-            .parse()
-            .ok()
-            .filter(|v: &i64| *v >= 0)
-            .ok_or_else(|| {
-                Failure::usage(format!(
-                    "--dim {text}: {value} is not a dim (a number from 0 to {})",
-                    i64::MAX
-                ))
-            })?;
-        // A name the model does not have would fix nothing: say so rather than ignore it.
-        let Some(symbol) = model.symbols.get(name) else {
-            let mut known: Vec<String> = (model.symbols.all_symbols().iter())
-                .map(|s| s.to_string())
-                .collect();
-            known.sort();
-            let known = match known.is_empty() {
-                true => "it has none".to_string(),
-                false => format!("its symbols: {}", known.join(", ")),
-            };
-            return Err(Failure::usage(format!(
-                "--dim {text}: the model has no symbolic dim {name} ({known})"
-            )));
-        };
-        symbols.set(&symbol, value);
-    }
-    let names: Vec<String> = (model.input_outlets().map_err(Failure::usage)?.iter())
-        .map(|outlet| model.node(outlet.node).name.clone())
-        .collect();
-    if let Some((name, _)) = given
-        .iter()
-        .find(|(name, _)| !names.iter().any(|n| n == name))
-    {
-        return Err(Failure::usage(format!(
-            "--input {name}: the model has no input {name} (its inputs: {})",
+    found.ok_or_else(|| match text.split_once('=') {
+        Some((name, _)) if !name.is_empty() => Failure::usage(format!(
+            "--input {text}: the model has no input {name} (its inputs: {})",
             names.join(", ")
-        )));
-    }
-    let mut tensors = TVec::new();
-    for (i, name) in names.iter().enumerate() {
-        let fact = model.input_fact(i).map_err(Failure::usage)?;
-        let tensor = match given.iter().find(|(n, _)| n == name) {
-            Some((_, file)) => read_input(name, Path::new(file), fact)?,
-            None => random_input(name, fact, &symbols, args.seed.wrapping_add(i as u64))?,
-        };
-        tensors.push(tensor.into_tvalue());
-    }
-    Ok(tensors)
+        )),
+        _ => Failure::usage(format!("--input {text}: expected NAME=FILE")),
+    })
 }
 
-/// Reads input `name` from a `.npy` file and checks it against the declared fact.
-fn read_input(name: &str, path: &Path, fact: &TypedFact) -> Result<Tensor> {
-    let array = npz::read_array(&npz::ArrayPath::parse(path))?;
-    let datum =
-        array.element.dtype().and_then(datum_of).ok_or_else(|| {
-            Failure::usage(format!("{}: unsupported element type", path.display()))
-        })?;
-    if datum != fact.datum_type {
-        return Err(Failure::usage(format!(
-            "input {name}: {} holds {datum:?}, the model takes {:?}",
-            path.display(),
-            fact.datum_type
-        )));
+/// A tensor given for an input, and the file it came from.
+struct Given {
+    tensor: Tensor,
+    /// The file as messages name it.
+    at: String,
+    /// The file read.
+    file: PathBuf,
+}
+
+/// One input of the model.
+struct Input {
+    name: String,
+    /// Its fact as the model declares it.
+    declared: InferenceFact,
+    /// The tensor given for it (`None`: random).
+    given: Option<Given>,
+    /// The fact that pins it before analysis (`None`: the declaration stays).
+    pin: Option<InferenceFact>,
+}
+
+/// The value a symbol is bound to, and what bound it (`--dim N=4`, or an input's file and dim).
+struct Binding {
+    value: i64,
+    by: String,
+}
+
+/// The model's inputs: the tensors given, what the symbols are bound to, and the facts that
+/// pin the model.
+pub(super) struct Inputs {
+    /// The model's input names, in order.
+    names: Vec<String>,
+    inputs: Vec<Input>,
+    /// The symbols' values, for the facts the model declares and for random inputs whose
+    /// facts still hold symbols after analysis.
+    values: SymbolValues,
+    /// Whether any symbol has a value.
+    bound: bool,
+}
+
+/// `type [d0, d1]` of a declared fact: `?` for what it leaves open, `..` for an unknown rank.
+fn declared(fact: &InferenceFact) -> String {
+    let dt = (fact.datum_type.concretize()).map_or("?".to_string(), type_name);
+    let mut dims: Vec<String> = (fact.shape.dims())
+        .map(|d| d.concretize().map_or("?".to_string(), |d| d.to_string()))
+        .collect();
+    if fact.shape.is_open() {
+        dims.push("..".into());
     }
-    let fits = array.shape.len() == fact.rank()
-        && (fact.shape.iter().zip(&array.shape))
-            .all(|(dim, &n)| dim.to_usize().map_or(true, |d| d == n));
+    format!("{dt} [{}]", dims.join(", "))
+}
+
+/// Binds `symbol` to `value` for `by`; an error if another binding gave it another value.
+fn bind(
+    bindings: &mut BTreeMap<String, Binding>,
+    symbol: String,
+    value: i64,
+    by: String,
+) -> Result<()> {
+    match bindings.get(&symbol) {
+        Some(earlier) if earlier.value != value => Err(Failure::usage(format!(
+            "symbol {symbol}: {} makes it {}, {by} makes it {value}",
+            earlier.by, earlier.value
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            bindings.insert(symbol, Binding { value, by });
+            Ok(())
+        }
+    }
+}
+
+impl Inputs {
+    /// Reads the inputs given (`--inputs`, then `--input`, which wins for the same input),
+    /// checks each against its declaration, binds the symbols (`--dim`, then the files' sizes)
+    /// and works out the fact each input pins. Every error is one line: a file that cannot be
+    /// read, a name the model lacks, a type, rank or fixed dim that differs from the
+    /// declaration, a symbol bound to two sizes, a random input with a symbol left.
+    pub(super) fn new(args: &ModelArgs, model: &InferenceModel) -> Result<Inputs> {
+        let outlets = model.input_outlets().map_err(Failure::usage)?;
+        let names: Vec<String> = (outlets.iter())
+            .map(|outlet| model.node(outlet.node).name.clone())
+            .collect();
+        let mut inputs = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            inputs.push(Input {
+                name: name.clone(),
+                declared: model.input_fact(i).map_err(Failure::usage)?.clone(),
+                given: None,
+                pin: None,
+            });
+        }
+        if let Some(dir) = &args.inputs_dir {
+            let found = tensors::read_set(dir, Role::Input)?;
+            let outlets = model.output_outlets().map_err(Failure::usage)?;
+            let outputs =
+                super::output_names(outlets, |o| model.outlet_label(o).map(str::to_string));
+            let (mine, theirs) = (Names::new(&names), Names::new(&outputs));
+            let slots = tensors::match_set(found, &mine, &theirs, Role::Input)?;
+            for (input, found) in inputs.iter_mut().zip(slots) {
+                input.given = found.map(|f| Given {
+                    tensor: f.tensor,
+                    at: f.at,
+                    file: f.file,
+                });
+            }
+        }
+        let mut explicit = vec![false; names.len()];
+        for text in &args.inputs {
+            let (i, file) = split_input(text, &names)?;
+            if explicit[i] {
+                return Err(Failure::usage(format!("--input {}: given twice", names[i])));
+            }
+            explicit[i] = true;
+            let at = file.to_string();
+            let (tensor, _, file) = tensors::read_tensor(Path::new(file))?;
+            inputs[i].given = Some(Given { tensor, at, file });
+        }
+        let mut bindings = BTreeMap::new();
+        for text in &args.dims {
+            let (name, value) = pair(text, "dim")?;
+            // A negative value would reach tract's `to_usize`, which casts it to a huge one.
+            let value: i64 = value
+                .parse()
+                .ok()
+                .filter(|v: &i64| *v >= 0)
+                .ok_or_else(|| {
+                    Failure::usage(format!(
+                        "--dim {text}: {value} is not a dim (a number from 0 to {})",
+                        i64::MAX
+                    ))
+                })?;
+            // A name the model does not have would fix nothing: say so rather than ignore it.
+            if model.symbols.get(name).is_none() {
+                let mut known: Vec<String> = (model.symbols.all_symbols().iter())
+                    .map(|s| s.to_string())
+                    .collect();
+                known.sort();
+                let known = match known.is_empty() {
+                    true => "it has none".to_string(),
+                    false => format!("its symbols: {}", known.join(", ")),
+                };
+                return Err(Failure::usage(format!(
+                    "--dim {text}: the model has no symbolic dim {name} ({known})"
+                )));
+            }
+            bind(
+                &mut bindings,
+                name.to_string(),
+                value,
+                format!("--dim {text}"),
+            )?;
+        }
+        // Dims declared as expressions of symbols (`2*N`), checked once every symbol is bound.
+        let mut later = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            if let Some(given) = &input.given {
+                for (dim, n) in check(input, given, &mut bindings)? {
+                    later.push((i, dim, n));
+                }
+            }
+        }
+        let mut values = SymbolValues::default();
+        for (name, binding) in &bindings {
+            if let Some(symbol) = model.symbols.get(name) {
+                values.set(&symbol, binding.value);
+            }
+        }
+        for (i, dim, n) in later {
+            let input = &inputs[i];
+            if let Some(given) = &input.given
+                && dim.eval(&values).to_i64().is_ok_and(|v| v != n)
+            {
+                return Err(mismatch(input, given));
+            }
+        }
+        for input in &mut inputs {
+            input.pin = match &input.given {
+                Some(given) => Some(InferenceFact::dt_shape(
+                    given.tensor.datum_type(),
+                    given.tensor.shape(),
+                )),
+                None => random_pin(&input.name, &input.declared, &values)?,
+            };
+        }
+        Ok(Inputs {
+            names,
+            inputs,
+            values,
+            bound: !bindings.is_empty(),
+        })
+    }
+
+    /// Whether any input has a fact to pin.
+    pub(super) fn pins(&self) -> bool {
+        self.inputs.iter().any(|input| input.pin.is_some())
+    }
+
+    /// The model's input names, in order.
+    pub(super) fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Sets each input's pinned fact on `model`, before tract analyses it, and the symbols'
+    /// values in every other fact the model declares (its outputs' and ONNX's `value_info`),
+    /// which would otherwise keep a symbol that tract cannot unify with the size an input now
+    /// has (`Impossible to unify Sym(batch) with Val(1)`). Facts inside subgraphs (`If`,
+    /// `Loop`, `Scan` bodies) are left as they are.
+    pub(super) fn pin(&self, model: &mut InferenceModel) -> Result<()> {
+        for (i, input) in self.inputs.iter().enumerate() {
+            if let Some(fact) = &input.pin {
+                model
+                    .set_input_fact(i, fact.clone())
+                    .map_err(|e| Failure::usage(format!("input '{}': {e:#}", input.name)))?;
+            }
+        }
+        if self.bound {
+            for node in model.nodes_mut() {
+                for output in node.outputs.iter_mut() {
+                    output.fact.shape = substitute(&output.fact.shape, &self.values);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The files the inputs were read from, as `(role, path)` for `-o`'s check that no output
+    /// replaces one.
+    pub(super) fn files(&self) -> Vec<(String, &Path)> {
+        (self.inputs.iter())
+            .filter_map(|input| {
+                let given = input.given.as_ref()?;
+                Some((format!("{} input", input.name), given.file.as_path()))
+            })
+            .collect()
+    }
+
+    /// The tensors of the model's inputs, in order: each given one, and random ones of the
+    /// analysed model's facts for the rest (seeded by `seed` and the input's position); and
+    /// for the report, each input's name, type, shape and file (`null`: random).
+    pub(super) fn tensors(
+        self,
+        model: &TypedModel,
+        seed: u64,
+    ) -> Result<(TVec<TValue>, Vec<Value>)> {
+        let mut tensors = TVec::new();
+        let mut report = Vec::new();
+        for (i, input) in self.inputs.into_iter().enumerate() {
+            let (tensor, file) = match input.given {
+                Some(given) => (given.tensor, Some(given.at)),
+                None => {
+                    let fact = model.input_fact(i).map_err(Failure::usage)?;
+                    let seed = seed.wrapping_add(i as u64);
+                    (random_input(&input.name, fact, &self.values, seed)?, None)
+                }
+            };
+            report.push(json!({
+                "name": input.name,
+                "shape": tensor.shape(),
+                "type": format!("{:?}", tensor.datum_type()),
+                "file": file,
+            }));
+            tensors.push(tensor.into_tvalue());
+        }
+        Ok((tensors, report))
+    }
+}
+
+/// `shape` with each dim that is a symbol with a value in `values` set to it; a dim that is an
+/// expression of such a symbol becomes unknown, for tract to infer: tract 0.22 reads ONNX's
+/// `dim_param` expressions in integer arithmetic (`(height+1)/2` as `1+height/2`), so that
+/// their value could be wrong.
+fn substitute(shape: &ShapeFactoid, values: &SymbolValues) -> ShapeFactoid {
+    let dims = (shape.dims())
+        .map(|dim| match dim.concretize() {
+            Some(TDim::Sym(symbol)) => DimFact::from(TDim::Sym(symbol).eval(values)),
+            Some(dim) if dim.symbols().iter().any(|s| values.get(s).is_some()) => {
+                DimFact::default()
+            }
+            Some(dim) => DimFact::from(dim),
+            None => DimFact::default(),
+        })
+        .collect();
+    match shape.is_open() {
+        true => ShapeFactoid::open(dims),
+        false => ShapeFactoid::closed(dims),
+    }
+}
+
+/// The error of a file that does not fit its input's declaration.
+fn mismatch(input: &Input, given: &Given) -> Failure {
+    Failure::usage(format!(
+        "input '{}': file {} is {}, the model declares {}",
+        input.name,
+        given.at,
+        describe(&given.tensor),
+        declared(&input.declared)
+    ))
+}
+
+/// Checks `given` against its input's declaration: its type, its rank, and each dim the
+/// declaration fixes; binds each symbol the declaration names to the file's size. Returns
+/// the dims declared as expressions (`(dim index, dim, size)`), to check once every symbol is
+/// bound.
+fn check(
+    input: &Input,
+    given: &Given,
+    bindings: &mut BTreeMap<String, Binding>,
+) -> Result<Vec<(TDim, i64)>> {
+    let fact = &input.declared;
+    let tensor = &given.tensor;
+    if (fact.datum_type.concretize()).is_some_and(|dt| dt != tensor.datum_type()) {
+        return Err(mismatch(input, given));
+    }
+    let rank = fact.shape.dims().count();
+    let fits = match fact.shape.is_open() {
+        true => tensor.rank() >= rank,
+        false => tensor.rank() == rank,
+    };
     if !fits {
-        return Err(Failure::usage(format!(
-            "input {name}: {} has shape {:?}, the model takes {:?}",
-            path.display(),
-            array.shape,
-            fact.shape
-        )));
+        return Err(mismatch(input, given));
     }
-    // tract's tensors allocate infallibly (a refusal panics): ask first.
-    check_allocation(datum, &array.shape)
-        .map_err(|e| Failure::usage(format!("input {name}: {e}")))?;
-    // SAFETY: `datum` is a plain-data type and `bytes` holds the shape's elements of it,
-    // native-endian (as `npy::parse` returns them).
-    unsafe { Tensor::from_raw_dt(datum, &array.shape, &array.bytes) }.map_err(Failure::usage)
+    let mut later = Vec::new();
+    for (k, (dim, &n)) in fact.shape.dims().zip(tensor.shape()).enumerate() {
+        let Some(dim) = dim.concretize() else {
+            continue;
+        };
+        // A tensor's dims fit in memory, so in i64 too.
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        match (dim.to_i64(), &dim) {
+            (Ok(v), _) if v != n => return Err(mismatch(input, given)),
+            (Ok(_), _) => {}
+            (Err(_), TDim::Sym(symbol)) => {
+                let by = format!("input '{}' ({}, dim {k})", input.name, given.at);
+                bind(bindings, symbol.to_string(), n, by)?;
+            }
+            (Err(_), _) => later.push((dim.clone(), n)),
+        }
+    }
+    Ok(later)
 }
 
-/// A random tensor of the declared shape (symbols resolved from `--dim`) and type: floats
-/// drawn as f32 and integers (bools too) as i64, then cast to the declared type. Every tensor
-/// is allocated only after [`check_allocation`] says it fits, so that a huge declared shape is
-/// an error.
-fn random_input(name: &str, fact: &TypedFact, symbols: &SymbolValues, seed: u64) -> Result<Tensor> {
+/// The fact that pins a random input: its declaration with every dim evaluated with the bound
+/// symbols, checked to fit in memory; `None` if the declaration leaves its rank or a dim
+/// unknown (tract's analysis may find them). A dim whose symbols are not all bound is an
+/// error: a random input cannot be made of it.
+fn random_pin(
+    name: &str,
+    fact: &InferenceFact,
+    values: &SymbolValues,
+) -> Result<Option<InferenceFact>> {
+    if fact.shape.is_open() {
+        return Ok(None);
+    }
+    let mut shape = Vec::new();
+    for dim in fact.shape.dims() {
+        let Some(dim) = dim.concretize() else {
+            return Ok(None);
+        };
+        shape.push(concrete(name, &dim, values)?);
+    }
+    if let Some(dt) = fact.datum_type.concretize() {
+        let cannot = |e: TractError| Failure::usage(format!("input {name}: {e}"));
+        check_allocation(random_base(name, dt)?, &shape).map_err(cannot)?;
+        check_allocation(dt, &shape).map_err(cannot)?;
+    }
+    Ok(Some(fact.clone().with_shape(shape)))
+}
+
+/// The size of `dim` of input `name` with the symbols' `values`; an error if a symbol is not
+/// bound or the size is negative.
+fn concrete(name: &str, dim: &TDim, values: &SymbolValues) -> Result<usize> {
+    let value = dim.eval(values).to_i64().map_err(|_| {
+        let mut free: Vec<String> = dim.symbols().iter().map(|s| s.to_string()).collect();
+        free.sort();
+        let symbol = free.first().cloned().unwrap_or_else(|| dim.to_string());
+        Failure::usage(format!(
+            "input {name}: dim {dim} is symbolic: give --dim {symbol}=N or --input {name}=FILE"
+        ))
+    })?;
+    usize::try_from(value).map_err(|_| {
+        Failure::usage(format!(
+            "input {name}: dim {dim} is {value}, a negative size"
+        ))
+    })
+}
+
+/// The type random values of `dt` are drawn in: f32 for floats, i64 for integers and bools.
+fn random_base(name: &str, dt: DatumType) -> Result<DatumType> {
+    if dt.is_float() {
+        Ok(DatumType::F32)
+    } else if dt.is_integer() || dt == DatumType::Bool {
+        Ok(DatumType::I64)
+    } else {
+        Err(Failure::usage(format!(
+            "input {name}: cannot make random {dt:?} values: give --input {name}=FILE"
+        )))
+    }
+}
+
+/// A random tensor of the declared shape (symbols resolved from `values`) and type: floats
+/// drawn as f32 in [-1, 1) and integers (bools too) as i64 0 or 1, then cast to the declared
+/// type. Every tensor is allocated only after [`check_allocation`] says it fits, so that a huge
+/// declared shape is an error.
+fn random_input(name: &str, fact: &TypedFact, values: &SymbolValues, seed: u64) -> Result<Tensor> {
     let mut shape = Vec::new();
     for dim in fact.shape.iter() {
-        let value = dim.eval(symbols).to_i64().map_err(|_| {
-            Failure::usage(format!(
-                "input {name}: dim {dim} is symbolic: give --dim {dim}=N or --input {name}=FILE.npy"
-            ))
-        })?;
-        let value = usize::try_from(value).map_err(|_| {
-            Failure::usage(format!(
-                "input {name}: dim {dim} is {value}, a negative size"
-            ))
-        })?;
-        shape.push(value);
+        shape.push(concrete(name, dim, values)?);
     }
     let dt = fact.datum_type;
-    let base = if dt.is_float() {
-        DatumType::F32
-    } else if dt.is_integer() || dt == DatumType::Bool {
-        DatumType::I64
-    } else {
-        return Err(Failure::usage(format!(
-            "input {name}: cannot make random {dt:?} values: give --input {name}=FILE.npy"
-        )));
-    };
+    let base = random_base(name, dt)?;
     let cannot = |e: TractError| Failure::usage(format!("input {name}: {e}"));
     check_allocation(base, &shape).map_err(cannot)?;
     let mut tensor = Tensor::zero_dt(base, &shape).map_err(cannot)?;

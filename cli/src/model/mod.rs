@@ -1,8 +1,12 @@
 //! `gather-jit model`: an ONNX model through tract with JIT-backed gathers (the
 //! `gather-jit-tract` integration), or with tract's own ops, or both compared. `inputs.rs`
-//! makes its inputs (files given, random tensors for the rest).
+//! makes its inputs (files given, random tensors for the rest) and pins the model's input facts
+//! to them, `tensors.rs` reads tensor files (`.npy`, `.npz`, ONNX `.pb`) and sets of them, and
+//! `reference.rs` checks the outputs against reference files (`--assert-outputs`).
 
 mod inputs;
+mod reference;
+mod tensors;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -20,29 +24,56 @@ use tract_onnx::tract_core::plan::SimpleState;
 use crate::failure::{Failure, Result};
 use crate::npy::{self, ElementType};
 use crate::{npz, run};
-use inputs::{inputs, pair};
+use inputs::Inputs;
+use reference::{References, Tolerance};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit model model.onnx
   gather-jit model model.onnx --input ids=ids.npy --dim batch=4 -o out/
+  gather-jit model model.onnx --input 'onnx::ids:0=ids.pb'
+  gather-jit model model.onnx --inputs test_data_set_0 --assert-outputs test_data_set_0
+  gather-jit model model.onnx --inputs in/ --assert-outputs ref.npz --atol 1e-5 --rtol 1e-4
   gather-jit model model.onnx --compare
   gather-jit model model.onnx --bench --json
 
-Inputs not given with --input are random, of the declared shape and type (floats in [-1, 1),
-integers 0 or 1, so that they are valid indices of most axes).")]
+Inputs given (--input, --inputs) pin the model: tract analyses it at their types and shapes,
+their sizes binding the symbolic dims the model declares. Inputs not given are random, of the
+declared shape and type (floats in [-1, 1), integers 0 or 1, so that they are valid indices of
+most axes).
+
+Exit status: 0 success, 1 an output differs from its reference (--assert-outputs) or between
+the two ways (--compare), 2 any other error.")]
 pub struct ModelArgs {
     /// The ONNX model.
     file: PathBuf,
-    /// An input as NAME=FILE.npy (repeatable).
-    #[arg(long = "input", value_name = "NAME=FILE.npy")]
+    /// An input as NAME=FILE (repeatable): FILE is .npy, FILE.npz:ARRAY, or an ONNX TensorProto
+    /// (.pb). Wins over --inputs for the same input.
+    #[arg(long = "input", value_name = "NAME=FILE")]
     inputs: Vec<String>,
-    /// A symbolic dim as NAME=N (repeatable), for random inputs.
+    /// Inputs from DIR (input_N.pb matched by the name in the file or else by N, NAME.npy by
+    /// name), or from an .npz archive (arrays by name).
+    #[arg(long = "inputs", value_name = "DIR")]
+    inputs_dir: Option<PathBuf>,
+    /// A symbolic dim as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
     /// Write each output as OUTDIR/NAME.npy.
     #[arg(short = 'o', long = "output-dir", value_name = "OUTDIR")]
     output_dir: Option<PathBuf>,
+    /// Check every output against its reference in DIR (output_N.pb, NAME.npy) or an .npz
+    /// archive: exit 1 naming the first that differs.
+    #[arg(long = "assert-outputs", value_name = "DIR")]
+    assert_outputs: Option<PathBuf>,
+    /// Absolute tolerance of float outputs under --assert-outputs.
+    #[arg(long, value_name = "ATOL", default_value_t = 1e-7, requires = "assert_outputs",
+          value_parser = parse_tolerance)]
+    atol: f64,
+    /// Relative tolerance of float outputs under --assert-outputs: |got - ref| <= ATOL + RTOL x
+    /// |ref|.
+    #[arg(long, value_name = "RTOL", default_value_t = 1e-3, requires = "assert_outputs",
+          value_parser = parse_tolerance)]
+    rtol: f64,
     /// Run with tract's own gather ops instead of the JIT-backed ones.
     #[arg(long)]
     native: bool,
@@ -61,22 +92,30 @@ pub struct ModelArgs {
     seed: u64,
 }
 
+/// A tolerance: a finite number, 0 or more.
+fn parse_tolerance(text: &str) -> std::result::Result<f64, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| format!("{text} is not a tolerance (a finite number, 0 or more)"))
+}
+
 /// A model ready to run, and the facts of its inputs and outputs.
 struct Loaded {
     plan: Arc<TypedSimplePlan>,
     gathers: Vec<(String, String, Vec<String>)>,
 }
 
-/// Loads `path` with JIT-backed gathers or tract's own, optimised. Each of tract's phases runs
-/// under [`catch_panic`]: tract panics on some damaged files instead of returning an error.
-fn load(path: &Path, native: bool) -> Result<Loaded> {
-    let (framework, which) = match native {
-        true => (gather_jit_tract::onnx_native(), "tract's own ops"),
-        false => (gather_jit_tract::onnx(), "gather-jit"),
+/// Parses `path` with JIT-backed gathers or tract's own, under [`catch_panic`]: tract panics
+/// on some damaged files instead of returning an error.
+fn parse(path: &Path, native: bool) -> Result<InferenceModel> {
+    let framework = match native {
+        true => gather_jit_tract::onnx_native(),
+        false => gather_jit_tract::onnx(),
     };
     // gather-jit-tract's loader: tract's parser, after converting the INT4 / UINT4 tables of
     // GatherBlockQuantized nodes, which tract cannot read, to the op's uint8 form.
-    let model = catch_panic("tract's parser", || {
+    catch_panic("tract's parser", || {
         gather_jit_tract::model_for_path(&framework, path)
     })
     .map_err(|e| {
@@ -84,7 +123,16 @@ fn load(path: &Path, native: bool) -> Result<Loaded> {
             "{}: tract cannot read this model: {e:#}",
             path.display()
         ))
-    })?;
+    })
+}
+
+/// Analyses and optimises the parsed `model` of `path` (its inputs pinned), each of tract's
+/// phases under [`catch_panic`].
+fn analyse(path: &Path, model: InferenceModel, native: bool) -> Result<Loaded> {
+    let which = match native {
+        true => "tract's own ops",
+        false => "gather-jit",
+    };
     let cannot = |e: TractError| {
         Failure::usage(format!(
             "{}: tract cannot load this model with {which}: {e:#}",
@@ -212,22 +260,15 @@ fn run_timing_gathers(
 }
 
 /// The names of the model's outputs, for the files they are written to.
-fn output_names(model: &TypedModel) -> Result<Vec<String>> {
-    let outlets = model.output_outlets().map_err(Failure::usage)?;
-    Ok(outlets
-        .iter()
-        .enumerate()
-        .map(|(i, outlet)| {
-            model
-                .outlet_label(*outlet)
-                .map_or_else(|| format!("output_{i}"), str::to_string)
-        })
-        .collect())
+fn output_names(outlets: &[OutletId], label: impl Fn(OutletId) -> Option<String>) -> Vec<String> {
+    (outlets.iter().enumerate())
+        .map(|(i, &outlet)| label(outlet).unwrap_or_else(|| format!("output_{i}")))
+        .collect()
 }
 
-/// Where each output goes (`dir/NAME.npy`) and its element type, checked before the model
-/// runs: a usable file name, a type `.npy` can hold, no two outputs in one file, and never a
-/// file the command reads (`reads`: role and path), which the rename over it would replace.
+/// Where each output goes (`dir/FILE`, FILE from [`file_names`]) and its element type,
+/// checked before the model runs: a type `.npy` can hold, and never a file the command reads
+/// (`reads`: role and path), which the rename over it would replace.
 fn output_files(
     dir: &Path,
     names: &[String],
@@ -236,7 +277,7 @@ fn output_files(
 ) -> Result<Vec<(PathBuf, ElementType)>> {
     let outlets = model.output_outlets().map_err(Failure::usage)?;
     let mut files: Vec<(PathBuf, ElementType)> = Vec::new();
-    for (name, outlet) in names.iter().zip(outlets) {
+    for ((name, file), outlet) in names.iter().zip(file_names(names)).zip(outlets) {
         let fact = model.outlet_fact(*outlet).map_err(Failure::usage)?;
         let dtype = dtype_of(fact.datum_type).ok_or_else(|| {
             Failure::usage(format!(
@@ -244,19 +285,30 @@ fn output_files(
                 fact.datum_type
             ))
         })?;
-        let path = dir.join(unique_file_name(name, &files));
+        let path = dir.join(file);
         run::refuse_to_overwrite(&path, reads)?;
         files.push((path, ElementType::of(dtype)));
     }
     Ok(files)
 }
 
-/// A file name for output `name` that every common filesystem accepts, unlike many ONNX names
-/// (`onnx::Shape_422`, `/encoder/x:0`): ASCII letters, digits, `-`, `_` and inner `.` kept,
-/// anything else `_`; no leading dot; Windows' reserved device names get a leading `_`; an
-/// empty result is `output`; `_2`, `_3`, ... set apart names that collide (case-insensitively,
-/// as on macOS and Windows) with an earlier output's.
-fn unique_file_name(name: &str, taken: &[(PathBuf, ElementType)]) -> String {
+/// A file name `NAME.npy` for each of `names` (of outputs for `-o`, and of inputs and outputs
+/// that `--inputs` and `--assert-outputs` match `NAME.npy` files to) that every common
+/// filesystem accepts, unlike many ONNX names (`onnx::Shape_422`, `/encoder/x:0`): ASCII
+/// letters, digits, `-`, `_` and inner `.` kept, anything else `_`; no leading dot; Windows'
+/// reserved device names get a leading `_`; an empty result is `output`; `_2`, `_3`, ... set
+/// apart names that collide (case-insensitively, as on macOS and Windows) with an earlier one.
+fn file_names(names: &[String]) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for name in names {
+        let file = unique_file_name(name, &files);
+        files.push(file);
+    }
+    files
+}
+
+/// The file name of `name` in [`file_names`], apart from the earlier names `taken`.
+fn unique_file_name(name: &str, taken: &[String]) -> String {
     let mut stem: String = name
         .chars()
         .map(|c| match c {
@@ -283,12 +335,7 @@ fn unique_file_name(name: &str, taken: &[(PathBuf, ElementType)]) -> String {
     if RESERVED.contains(&device.as_str()) {
         stem.insert(0, '_');
     }
-    let is_taken = |file: &str| {
-        taken.iter().any(|(path, _)| {
-            path.file_name()
-                .is_some_and(|f| f.to_string_lossy().eq_ignore_ascii_case(file))
-        })
-    };
+    let is_taken = |file: &str| taken.iter().any(|t| t.eq_ignore_ascii_case(file));
     let mut file = format!("{stem}.npy");
     let mut n = 2;
     while is_taken(&file) {
@@ -423,28 +470,59 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         true => ("tract's own ops", "gather-jit", true),
         false => ("gather-jit", "tract's own ops", false),
     };
-    let loaded = load(&args.file, how)?;
+    let parsed = parse(&args.file, how)?;
+    let given = catch_panic("reading the inputs", || Ok(Inputs::new(args, &parsed)))
+        .map_err(|e| Failure::usage(format!("{e:#}")))??;
+    // Parses, pins (if `pinned`) and analyses the model one way.
+    let load = |parsed: Option<InferenceModel>, native: bool, pinned: bool| -> Result<Loaded> {
+        let mut model = match parsed {
+            Some(model) => model,
+            None => parse(&args.file, native)?,
+        };
+        if pinned {
+            given.pin(&mut model)?;
+        }
+        analyse(&args.file, model, native)
+    };
+    // tract's analysis can fail at concrete shapes where it succeeds with symbols (facts
+    // inside subgraphs keep their symbols, and some ops' rules fail on the sizes): the model
+    // is then analysed as it declares its inputs, and the report says why.
+    let (loaded, pin_error) = match load(Some(parsed), how, true) {
+        Ok(loaded) => (loaded, None),
+        Err(pinned) if given.pins() => match load(None, how, false) {
+            Ok(loaded) => (loaded, Some(pinned.one_line())),
+            Err(_) => return Err(pinned),
+        },
+        Err(e) => return Err(e),
+    };
+    let other = match args.compare || args.bench {
+        true => Some(load(None, !how, pin_error.is_none())?),
+        false => None,
+    };
     let model = loaded.plan.model();
-    let names = output_names(model)?;
+    let outlets = model.output_outlets().map_err(Failure::usage)?;
+    let names = output_names(outlets, |o| model.outlet_label(o).map(str::to_string));
+    let references = match &args.assert_outputs {
+        Some(dir) => Some(References::read(dir, &names, given.names())?),
+        None => None,
+    };
     let files = match &args.output_dir {
         Some(dir) => {
-            let mut given = Vec::new();
-            for text in &args.inputs {
-                let (name, file) = pair(text, "input")?;
-                given.push((name, npz::ArrayPath::parse(Path::new(file)).file));
-            }
-            let mut reads: Vec<(&str, &Path)> = vec![("model", &args.file)];
-            reads.extend(given.iter().map(|(name, file)| (*name, file.as_path())));
+            let mut reads: Vec<(String, &Path)> = vec![("model".into(), &args.file)];
+            reads.extend(given.files());
+            reads.extend(references.iter().flat_map(References::files));
+            let reads: Vec<(&str, &Path)> = (reads.iter())
+                .map(|(role, path)| (role.as_str(), *path))
+                .collect();
             Some((dir, output_files(dir, &names, model, &reads)?))
         }
         None => None,
     };
-    let inputs = catch_panic("preparing the inputs", || Ok(inputs(args, model)))
-        .map_err(|e| Failure::usage(format!("{e:#}")))??;
-    let other = match args.compare || args.bench {
-        true => Some(load(&args.file, !how)?),
-        false => None,
-    };
+    let given_pins = given.pins();
+    let (inputs, inputs_report) = catch_panic("preparing the inputs", || {
+        Ok(given.tensors(model, args.seed))
+    })
+    .map_err(|e| Failure::usage(format!("{e:#}")))??;
     let outputs = run_plan(&loaded.plan, inputs.clone(), first)?;
     // Where `-o` writes output `i` (None without it).
     let output_file = |i: usize| {
@@ -456,6 +534,9 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     let mut report = json!({
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
+        "inputs": inputs_report,
+        "pinned": given_pins && pin_error.is_none(),
+        "pin_error": pin_error,
         "outputs": names.iter().zip(&outputs).enumerate().map(|(i, (name, o))| json!({"name": name, "shape": o.shape(), "type": format!("{:?}", o.datum_type()), "file": output_file(i)})).collect::<Vec<_>>(),
     });
     // The other way runs checked once whether compared or timed: the timed runs are not.
@@ -509,16 +590,50 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             "gather_nodes": nodes,
         });
     }
+    // A difference from the references fails the command (status 1) after the report: the
+    // outputs are complete, so they are written and listed, to be looked at.
+    let mut asserted = None;
+    if let Some(references) = &references {
+        let tolerance = Tolerance {
+            atol: args.atol,
+            rtol: args.rtol,
+        };
+        let (result, line, failure) = references.check(&names, &outputs, tolerance);
+        report["assert_outputs"] = result;
+        asserted = Some((line, failure));
+    }
+    let (assert_line, failure) = asserted.unzip();
+    let failure = failure.flatten();
     if let Some((dir, files)) = &files {
         write_outputs(dir, files, &outputs)?;
     }
     if args.json {
         outln!(out, "{report}");
-        return Ok(());
+        return failure.map_or(Ok(()), Err);
     }
     outln!(out, "model: {} (gathers by {first})", args.file.display());
     for (name, op, facts) in &loaded.gathers {
         outln!(out, "  {name}: {op} on {}", facts.join(", "));
+    }
+    let reported_inputs = report["inputs"].as_array().map_or(&[][..], Vec::as_slice);
+    for (input, tensor) in reported_inputs.iter().zip(&inputs) {
+        let from = match input["file"].as_str() {
+            Some(file) => format!("<- {file}"),
+            None => "(random)".to_string(),
+        };
+        outln!(
+            out,
+            "input {}: {:?} {:?} {from}",
+            input["name"].as_str().unwrap_or("?"),
+            tensor.datum_type(),
+            tensor.shape()
+        );
+    }
+    if let Some(error) = &pin_error {
+        outln!(
+            out,
+            "inputs not pinned: tract cannot analyse the model at their shapes ({error}); it was analysed with the dims it declares"
+        );
     }
     for (i, (name, output)) in names.iter().zip(&outputs).enumerate() {
         let file = output_file(i).map_or(String::new(), |file| format!(" -> {file}"));
@@ -534,6 +649,9 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             out,
             "compare: every output bit-identical with tract's own ops"
         );
+    }
+    if let (Some(line), None) = (&assert_line, &failure) {
+        outln!(out, "{line}");
     }
     if let Some(bench) = report.get("bench") {
         outln!(
@@ -561,5 +679,5 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             );
         }
     }
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }

@@ -84,7 +84,8 @@ pub fn untyped(name: &str) -> Vec<u8> {
     v
 }
 
-/// A `TensorProto` initializer `name` of `elem_type` and `dims` holding `raw` (little-endian).
+/// A `TensorProto` initializer `name` of `elem_type` and `dims` holding `raw` (little-endian);
+/// also an ONNX test data file (`input_0.pb`), whose name may be empty.
 pub fn initializer(name: &str, elem_type: i32, dims: &[i64], raw: &[u8]) -> Vec<u8> {
     let mut t = Vec::new();
     let mut packed = Vec::new();
@@ -95,6 +96,45 @@ pub fn initializer(name: &str, elem_type: i32, dims: &[i64], raw: &[u8]) -> Vec<
     int(&mut t, 2, i64::from(elem_type));
     bytes(&mut t, 8, name.as_bytes());
     bytes(&mut t, 9, raw);
+    t
+}
+
+/// A `TensorProto` `name` (none if empty) of int64 `values` in `int64_data` rather than
+/// `raw_data`, as ONNX's `make_tensor` writes them unless asked for raw data.
+pub fn int64_data_tensor(name: &str, dims: &[i64], values: &[i64]) -> Vec<u8> {
+    let mut packed = Vec::new();
+    for &v in values {
+        varint(&mut packed, v as u64);
+    }
+    typed_tensor(name, elem::INT64, dims, 7, &packed)
+}
+
+/// A `TensorProto` `name` (none if empty) of f32 `values` in `float_data`.
+pub fn float_data_tensor(name: &str, dims: &[i64], values: &[f32]) -> Vec<u8> {
+    let packed: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    typed_tensor(name, elem::FLOAT, dims, 4, &packed)
+}
+
+/// A `TensorProto` whose values are packed in `field` (4 float_data, 5 int32_data, 7
+/// int64_data, ...).
+pub fn typed_tensor(
+    name: &str,
+    elem_type: i32,
+    dims: &[i64],
+    field: u32,
+    packed: &[u8],
+) -> Vec<u8> {
+    let mut t = Vec::new();
+    let mut packed_dims = Vec::new();
+    for &d in dims {
+        varint(&mut packed_dims, d as u64);
+    }
+    bytes(&mut t, 1, &packed_dims);
+    int(&mut t, 2, i64::from(elem_type));
+    bytes(&mut t, field, packed);
+    if !name.is_empty() {
+        bytes(&mut t, 8, name.as_bytes());
+    }
     t
 }
 
@@ -161,6 +201,19 @@ pub fn model(
     inputs: &[Vec<u8>],
     outputs: &[Vec<u8>],
 ) -> Vec<u8> {
+    model_with_value_info(opset, nodes, initializers, inputs, outputs, &[])
+}
+
+/// [`model`] whose graph also declares the facts of inner values (`value_info`, made by
+/// [`value`]), as exporters write them.
+pub fn model_with_value_info(
+    opset: i64,
+    nodes: &[Vec<u8>],
+    initializers: &[Vec<u8>],
+    inputs: &[Vec<u8>],
+    outputs: &[Vec<u8>],
+    value_info: &[Vec<u8>],
+) -> Vec<u8> {
     let mut graph = Vec::new();
     for n in nodes {
         bytes(&mut graph, 1, n);
@@ -174,6 +227,9 @@ pub fn model(
     }
     for o in outputs {
         bytes(&mut graph, 12, o);
+    }
+    for v in value_info {
+        bytes(&mut graph, 13, v);
     }
     let mut m = Vec::new();
     int(&mut m, 1, 8);
