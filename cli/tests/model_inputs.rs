@@ -134,7 +134,7 @@ fn refused(args: &[&str], out: &Path) -> String {
     line
 }
 
-/// Issue item "inputs pin the model": tract 0.22 cannot unify the concat's K and L while they
+/// Issue item "inputs pin the model": tract cannot unify the concat's K and L while they
 /// are symbols ("tract cannot load this model" before the inputs pinned it); with the files'
 /// shapes set before analysis, the model loads and gives the rows by hand, both ways.
 #[test]

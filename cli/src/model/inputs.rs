@@ -315,9 +315,10 @@ impl Inputs {
 }
 
 /// `shape` with each dim that is a symbol with a value in `values` set to it; a dim that is an
-/// expression of such a symbol becomes unknown, for tract to infer: tract 0.22 reads ONNX's
-/// `dim_param` expressions in integer arithmetic (`(height+1)/2` as `1+height/2`), so that
-/// their value could be wrong.
+/// expression of such a symbol (`floor(height/2 - 1/2) + 1`) becomes unknown, for tract to
+/// infer from the ops that compute it: their shapes are the ones the run has, and the file's
+/// expression could only disagree with them (tract leaves the `dim_param`s it cannot translate,
+/// such as sympy's, unknown anyway).
 fn substitute(shape: &ShapeFactoid, values: &SymbolValues) -> ShapeFactoid {
     let dims = (shape.dims())
         .map(|dim| match dim.concretize() {
