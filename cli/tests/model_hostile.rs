@@ -10,6 +10,8 @@
 
 #![cfg(feature = "model")]
 
+#[path = "common/files.rs"]
+mod files;
 #[path = "../../integrations/tract/tests/support/onnx.rs"]
 mod onnx;
 
@@ -20,6 +22,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use files::{utf8, write};
 use onnx::Dim::{Param, Value};
 use tempfile::TempDir;
 
@@ -104,17 +107,6 @@ fn success(args: &[&str], run: &Run) -> String {
         run.stderr
     );
     run.stdout.clone()
-}
-
-fn utf8(path: &Path) -> &str {
-    path.to_str().expect("a utf-8 path")
-}
-
-/// Writes `bytes` as `name` in `dir`; returns its path.
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let path = dir.join(name);
-    fs::write(&path, bytes).expect("written");
-    path
 }
 
 /// The names in `dir`, sorted (none if it does not exist).

@@ -12,27 +12,19 @@
 mod onnx;
 
 mod common;
+#[path = "common/files.rs"]
+mod files;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{gather_jit, npy, ok, usage_error};
+use files::{utf8, write};
 use onnx::Dim::{Param, Value};
 use onnx::elem;
 use serde_json::Value as Json;
 use tempfile::TempDir;
-
-fn utf8(path: &Path) -> &str {
-    path.to_str().expect("a utf-8 path")
-}
-
-/// Writes `bytes` as `name` in `dir`; returns its path.
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let path = dir.join(name);
-    fs::write(&path, bytes).expect("written");
-    path
-}
 
 fn f32_le(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
