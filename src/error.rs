@@ -248,6 +248,25 @@ pub enum Error {
     #[error("code generation failed: {0}")]
     #[non_exhaustive]
     Codegen(String),
+    /// An ahead-of-time target that cannot be compiled for (unknown triple, an architecture
+    /// or object format Cranelift does not emit, or a kernel the target cannot run).
+    #[error("target {triple}: {reason}")]
+    #[non_exhaustive]
+    UnsupportedTarget {
+        /// The target triple as given.
+        triple: String,
+        /// Why.
+        reason: String,
+    },
+    /// A symbol an ahead-of-time kernel cannot be exported under.
+    #[error("symbol {symbol:?}: {reason}")]
+    #[non_exhaustive]
+    InvalidSymbol {
+        /// The symbol as given.
+        symbol: String,
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl Error {
@@ -274,6 +293,8 @@ impl Error {
             Error::Allocation { .. } => "allocation failed",
             Error::InvalidQuantization { .. } => "invalid quantization",
             Error::SymbolicDim { .. } => "symbolic dim",
+            Error::UnsupportedTarget { .. } => "unsupported target",
+            Error::InvalidSymbol { .. } => "invalid symbol",
             Error::Codegen(_) => "codegen",
         }
     }

@@ -79,6 +79,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "aot")]
+pub mod aot;
 mod cache;
 mod codegen;
 mod copy;
@@ -106,7 +108,9 @@ pub struct ReadmeDoctests;
 
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};
-pub use ir::{DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, Signature};
+pub use ir::{
+    DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, OutputMemory, Signature,
+};
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
 };

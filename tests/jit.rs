@@ -488,7 +488,7 @@ fn with_lends_the_cached_kernel_without_cloning_it() {
 /// comparison) and are counted as hits.
 #[test]
 fn alternating_signatures_each_get_their_own_kernel_from_the_view() {
-    let cache = KernelCache::new(8);
+    let cache = KernelCache::new(9);
     let base = Signature::gather(&[5, 3], &[2], 0, 0);
     let signatures = [
         base.clone(),
@@ -514,12 +514,16 @@ fn alternating_signatures_each_get_their_own_kernel_from_the_view() {
             flavor: Flavor::OpenvinoGather8,
             ..base.clone()
         },
+        base.clone()
+            .with_output_memory(gather_jit::OutputMemory::Fresh),
     ];
     let compiled: Vec<Arc<Kernel>> = (signatures.iter())
         .map(|sig| cache.get(sig).expect("compiles"))
         .collect();
     // Repeats, switches, and runs of each signature after another.
-    let requests = [0, 0, 1, 0, 2, 2, 3, 4, 5, 0, 5, 5, 1, 6, 6, 7, 7, 0, 7];
+    let requests = [
+        0, 0, 1, 0, 2, 2, 3, 4, 5, 0, 5, 5, 1, 6, 6, 7, 7, 0, 7, 8, 0, 8,
+    ];
     for &i in &requests {
         // The very kernel compiled for it (not one that `Signature::eq` calls the same).
         let kernel = cache.get(&signatures[i]).expect("hit");

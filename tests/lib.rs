@@ -1,5 +1,7 @@
 //! The single integration-test binary: one module per concern.
 
+#[cfg(feature = "aot")]
+mod aot;
 mod cache_hostile;
 mod conformance;
 mod errors;

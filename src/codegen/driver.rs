@@ -21,43 +21,48 @@ use cranelift_codegen::isa::{CallConv, OwnedTargetIsa, TargetFrontendConfig};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{Linkage, Module, default_libcall_names};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 
 use crate::error::{Error, Result};
 
-/// The process-wide ISA for the host, with `opt_level=none`.
+/// The process-wide ISA for the host, with [`flags`] for JIT memory.
 pub(crate) fn isa() -> Result<&'static OwnedTargetIsa> {
     static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
     ISA.get_or_init(|| {
-        let mut flags = settings::builder();
-        let set = |flags: &mut settings::Builder, name: &str, value: &str| {
-            flags
-                .set(name, value)
-                .map_err(|e| format!("setting {name}={value}: {e}"))
-        };
-        // The lowerings emit their loops already folded and hoisted; Cranelift's optimiser
-        // (`speed`) made no case faster and cost a third more compile time (`cargo bench
-        // --bench gather -- compile`).
-        set(&mut flags, "opt_level", "none")?;
-        // Long-range relocations for the memset libcall (zero-filled large slices), as
-        // cranelift-jit requires.
-        set(&mut flags, "use_colocated_libcalls", "false")?;
-        set(&mut flags, "is_pic", "false")?;
-        // The verifier costs compile time; it stays on in debug and test builds.
-        let verify = if cfg!(debug_assertions) {
-            "true"
-        } else {
-            "false"
-        };
-        set(&mut flags, "enable_verifier", verify)?;
         let builder =
             cranelift_native::builder().map_err(|e| format!("host not supported: {e}"))?;
         builder
-            .finish(settings::Flags::new(flags))
+            .finish(flags(false)?)
             .map_err(|e| format!("building the ISA: {e}"))
     })
     .as_ref()
     .map_err(|e| Error::Codegen(e.clone()))
+}
+
+/// The Cranelift settings of every kernel: `is_pic` for relocatable objects (which a PIE
+/// executable links without text relocations), off for JIT memory (absolute helper addresses).
+pub(crate) fn flags(is_pic: bool) -> std::result::Result<settings::Flags, String> {
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, name: &str, value: &str| {
+        flags
+            .set(name, value)
+            .map_err(|e| format!("setting {name}={value}: {e}"))
+    };
+    // The lowerings emit their loops already folded and hoisted; Cranelift's optimiser
+    // (`speed`) made no case faster and cost a third more compile time (`cargo bench
+    // --bench gather -- compile`).
+    set(&mut flags, "opt_level", "none")?;
+    // Long-range relocations for the memcpy and memset libcalls, as cranelift-jit requires.
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", if is_pic { "true" } else { "false" })?;
+    // The verifier costs compile time; it stays on in debug and test builds.
+    let verify = if cfg!(debug_assertions) {
+        "true"
+    } else {
+        "false"
+    };
+    set(&mut flags, "enable_verifier", verify)?;
+    Ok(settings::Flags::new(flags))
 }
 
 thread_local! {
@@ -174,15 +179,52 @@ pub(crate) fn compile<F: EntryPoint>(
         isa.default_call_conv(),
         isa.frontend_config().pointer_type(),
     );
-    let codegen_err = |e: &dyn std::fmt::Display| Error::Codegen(e.to_string());
+    let (id, code_bytes) = define(
+        &mut module,
+        name,
+        Linkage::Export,
+        &signature,
+        imports,
+        lower,
+    )?;
+    module
+        .finalize_definitions()
+        .map_err(|e| codegen_error(&e))?;
+    let address = module.get_finalized_function(id);
+    // SAFETY: `address` is the finalized code of the function declared with `F::signature`
+    // above; it stays valid while `module` lives, and the `Code` owns both.
+    let entry = unsafe { F::from_address(address) };
+    Ok(Code {
+        entry,
+        code_bytes: code_bytes.len(),
+        _memory: ModuleMemory(Mutex::new(Some(module))),
+    })
+}
+
+/// A Cranelift error as this crate's.
+pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
+    Error::Codegen(e.to_string())
+}
+
+/// Declares and defines one function named `name` with `signature` in `module` (JIT memory or
+/// an object), its body emitted by `lower` with references to `imports` (whose addresses only
+/// a JIT module uses). Returns its id and its machine code as emitted, before relocation.
+pub(crate) fn define<M: Module>(
+    module: &mut M,
+    name: &str,
+    linkage: Linkage,
+    signature: &Signature,
+    imports: &[Import],
+    lower: impl Lower,
+) -> Result<(FuncId, Vec<u8>)> {
     let id = module
-        .declare_function(name, Linkage::Export, &signature)
-        .map_err(|e| codegen_err(&e))?;
+        .declare_function(name, linkage, signature)
+        .map_err(|e| codegen_error(&e))?;
     let mut import_ids = Vec::with_capacity(imports.len());
     for import in imports {
         let id = module
             .declare_function(import.symbol, Linkage::Import, &import.signature)
-            .map_err(|e| codegen_err(&e))?;
+            .map_err(|e| codegen_error(&e))?;
         import_ids.push(id);
     }
     let mut lower = Some(lower);
@@ -204,13 +246,13 @@ pub(crate) fn compile<F: EntryPoint>(
             cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
                 cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
             ),
-            other => codegen_err(&other),
+            other => codegen_error(&other),
         });
-        let size = ctx
+        let code = ctx
             .compiled_code()
-            .map_or(0, |c| c.code_info().total_size as usize);
+            .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
         ctx.clear();
-        result.map(|()| size)
+        result.map(|()| code)
     };
     // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use
     // compiles with fresh ones.
@@ -219,20 +261,11 @@ pub(crate) fn compile<F: EntryPoint>(
         let (ctx, builder_context) = &mut *contexts;
         Some(define(ctx, builder_context))
     });
-    let code_bytes = match reused {
+    let code = match reused {
         Ok(Some(result)) => result,
         _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
     }?;
-    module.finalize_definitions().map_err(|e| codegen_err(&e))?;
-    let address = module.get_finalized_function(id);
-    // SAFETY: `address` is the finalized code of the function declared with `F::signature`
-    // above; it stays valid while `module` lives, and the `Code` owns both.
-    let entry = unsafe { F::from_address(address) };
-    Ok(Code {
-        entry,
-        code_bytes,
-        _memory: ModuleMemory(Mutex::new(Some(module))),
-    })
+    Ok((id, code))
 }
 
 /// The CLIF text (before Cranelift's optimisations) of the function [`compile`] would build

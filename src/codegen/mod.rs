@@ -114,6 +114,34 @@ impl JitCode {
     }
 }
 
+/// Defines the kernel for `plan` (its [`code_plan`]) in `module` as the local function `name`,
+/// calling none of the crate's helpers (large slices with `memcpy`): the code of an object for
+/// any target. The plan must neither stream nor band (both need the helpers).
+#[cfg(feature = "aot")]
+pub(crate) fn define_in_object<M: cranelift_module::Module>(
+    module: &mut M,
+    name: &str,
+    plan: &Plan,
+) -> Result<(cranelift_module::FuncId, Vec<u8>)> {
+    debug_assert!(!plan.lookup.streaming && plan.band.is_none());
+    let plan = &code_plan(plan);
+    let isa = module.isa();
+    let signature = KernelFn::signature(isa.default_call_conv(), isa.pointer_type());
+    let helpers = lower::Helpers {
+        stream_copy: None,
+        prefetch_copy: None,
+        prefetch_rows: None,
+    };
+    driver::define(
+        module,
+        name,
+        cranelift_module::Linkage::Local,
+        &signature,
+        &[],
+        |func, context, config, _| lower::lower(plan, func, context, config, helpers),
+    )
+}
+
 /// The CLIF text of the kernel for `plan` (before optimisation), for `explain`.
 pub fn clif_text(plan: &Plan) -> Result<String> {
     let plan = &code_plan(plan);

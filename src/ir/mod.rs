@@ -88,6 +88,24 @@ pub struct Signature {
     pub data_shape: Vec<usize>,
     /// Shape of `indices`.
     pub indices_shape: Vec<usize>,
+    /// What memory the output is, call after call: decides the kind of stores.
+    pub output_memory: OutputMemory,
+}
+
+/// The memory a kernel writes its output into, as the caller uses it from call to call. It
+/// changes the stores the kernel makes, never its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OutputMemory {
+    /// The caller reuses its output buffers (or does not say): outputs larger than a quarter
+    /// of the last-level cache are written with streaming stores, which skip reading the
+    /// destination lines (`cargo bench --bench gather -- S4/`).
+    #[default]
+    Reused,
+    /// Each call writes into memory allocated for it, as a runtime's fresh output tensor: its
+    /// pages are zeroed by the kernel when first touched, which leaves them in cache, so plain
+    /// stores are cheaper than streaming ones there (`cargo bench -p gather-jit-tract --bench
+    /// ops -- S4/`).
+    Fresh,
 }
 
 // A cache hit hashes and compares one signature per request. Equality goes one dim at a time
@@ -103,6 +121,7 @@ impl PartialEq for Signature {
             index_type,
             data_shape,
             indices_shape,
+            output_memory,
         } = self;
         let same_dims =
             |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
@@ -116,6 +135,7 @@ impl PartialEq for Signature {
             && *policy == other.policy
             && *dtype == other.dtype
             && *index_type == other.index_type
+            && *output_memory == other.output_memory
     }
 }
 
@@ -139,6 +159,7 @@ impl std::hash::Hash for Signature {
             index_type,
             data_shape,
             indices_shape,
+            output_memory,
         } = self;
         let (op, first, second) = match *op {
             Op::Gather { axis, batch_dims } => (0, axis, batch_dims),
@@ -148,6 +169,7 @@ impl std::hash::Hash for Signature {
         // A rank takes a byte here (ranks of valid signatures are at most `MAX_RANK`; longer
         // shapes share their low byte, and equality still tells them apart).
         let kinds = op
+            | (*output_memory as u64) << 4
             | (*flavor as u64) << 8
             | (*negative as u64) << 16
             | (*out_of_range as u64) << 24
@@ -179,6 +201,7 @@ impl Signature {
             index_type: IndexType::I64,
             data_shape: data_shape.to_vec(),
             indices_shape: indices_shape.to_vec(),
+            output_memory: OutputMemory::Reused,
         }
     }
 
@@ -236,6 +259,12 @@ impl Signature {
     /// Sets the index type.
     pub fn with_index_type(mut self, index_type: IndexType) -> Signature {
         self.index_type = index_type;
+        self
+    }
+
+    /// Says what memory the output is from call to call (see [`OutputMemory`]).
+    pub fn with_output_memory(mut self, output_memory: OutputMemory) -> Signature {
+        self.output_memory = output_memory;
         self
     }
 }

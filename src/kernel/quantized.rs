@@ -130,6 +130,34 @@ impl QuantizedKernel {
         })
     }
 
+    /// Defines the kernel for `layout` in `module` as the local function `name`, calling no
+    /// helper: the code of an object for any target.
+    #[cfg(feature = "aot")]
+    pub(crate) fn define_in_object<M: cranelift_module::Module>(
+        module: &mut M,
+        name: &str,
+        layout: &QuantizedLayout,
+    ) -> Result<(cranelift_module::FuncId, Vec<u8>)> {
+        if !imports(layout)?.is_empty() {
+            return Err(Error::UnsupportedTarget {
+                triple: module.isa().triple().to_string(),
+                reason: format!("{} needs a helper function", layout.signature()),
+            });
+        }
+        let isa = module.isa();
+        let signature = QuantizedFn::signature(isa.default_call_conv(), isa.pointer_type());
+        driver::define(
+            module,
+            name,
+            cranelift_module::Linkage::Local,
+            &signature,
+            &[],
+            |func, context, config, refs| {
+                lower::lower(layout, func, context, config, helpers(refs));
+            },
+        )
+    }
+
     /// What this kernel does, for people: the signature, every buffer's shape and the loop
     /// nest (what `gather-jit explain` prints above the code).
     pub fn explain(&self) -> String {

@@ -28,7 +28,7 @@ pub use host::Host;
 pub use host::{STREAMING_OUTPUT_BYTES, streaming_output_bytes};
 
 use crate::error::{Error, Result};
-use crate::ir::{IndexPolicy, IndexType, OutOfRange, ResolvedOp, Validated};
+use crate::ir::{IndexPolicy, IndexType, OutOfRange, OutputMemory, ResolvedOp, Validated};
 
 /// One loop of the nest. Strides are in bytes and advance the pointers per iteration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -303,6 +303,7 @@ impl Plan {
                 slice_bytes,
                 // A banded plan writes every element inline.
                 streaming: band.is_none()
+                    && sig.output_memory == OutputMemory::Reused
                     && slice_bytes >= STREAMING_SLICE_BYTES
                     && output_bytes >= host.streaming_output_bytes,
             },

@@ -27,6 +27,19 @@ fn outputs_from_the_host_threshold_stream_and_smaller_ones_do_not() {
     assert!(!small.lookup.streaming);
 }
 
+#[test]
+fn fresh_outputs_never_stream() {
+    let large = Signature::gather(
+        &[8, 1024],
+        &[(STREAMING_OUTPUT_BYTES / 4096) as usize],
+        0,
+        0,
+    );
+    assert!(plan(large.clone()).lookup.streaming);
+    let fresh = large.with_output_memory(crate::OutputMemory::Fresh);
+    assert!(!plan(fresh).lookup.streaming);
+}
+
 fn lp(extent: u64, data: u64, indices: u64, output: u64) -> Loop {
     Loop {
         extent,

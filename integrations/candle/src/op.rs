@@ -9,7 +9,7 @@ use gather_jit::ir::OpName;
 use gather_jit::ir::{output_shape, unravel};
 use gather_jit::{
     DType, Flavor, IndexPolicy, IndexType, Kernel, KernelCache, NegativeIndices, Op, OutOfRange,
-    Signature,
+    OutputMemory, Signature,
 };
 
 use crate::error::{from_jit, msg};
@@ -371,7 +371,9 @@ impl JitGather {
             // Borrowed already only if the call re-entered itself: no fast path then.
             let mut last = last.try_borrow_mut().ok()?;
             let last = last.get_or_insert_with(|| LastCall {
-                signature: Signature::gather(&[], &[], 0, 0),
+                // Each call's output is a new candle storage.
+                signature: Signature::gather(&[], &[], 0, 0)
+                    .with_output_memory(OutputMemory::Fresh),
                 cache,
                 kernel: None,
             });
@@ -407,7 +409,8 @@ impl JitGather {
                     .with_flavor(Flavor::Onnx)
                     .with_policy(policy)
                     .with_dtype(dtype)
-                    .with_index_type(index_type);
+                    .with_index_type(index_type)
+                    .with_output_memory(OutputMemory::Fresh);
                 self.forward::<T>(&data, &indices, &signature, &mut None)
             }
         }

@@ -4,7 +4,7 @@
 use crate::dims::{known_dim, rule_error, tract_dims};
 use crate::guard::{PROBE_FROM_BYTES, plain_bytes, probe_allocation, tensor_bytes};
 use gather_jit::ir::output_shape;
-use gather_jit::{DType, Flavor, IndexType, KernelCache, Op as GatherOp, Signature};
+use gather_jit::{DType, Flavor, IndexType, KernelCache, Op as GatherOp, OutputMemory, Signature};
 use tract_onnx::tract_hir::internal::*;
 
 /// gather-jit's element type for a tract datum type, if it has one.
@@ -118,9 +118,11 @@ impl JitGather {
                 indices.datum_type()
             )
         })?;
+        // Each eval's output is a new tensor.
         Ok(Signature::new(self.op, data.shape(), indices.shape())
             .with_dtype(dtype)
-            .with_index_type(index_type))
+            .with_index_type(index_type)
+            .with_output_memory(OutputMemory::Fresh))
     }
 }
 

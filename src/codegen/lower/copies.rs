@@ -1,5 +1,5 @@
 //! Slice copies and zero fills: inline moves for small slices, calls of the copy helpers
-//! (`crate::copy`) for large ones.
+//! (`crate::copy`) for large ones, or of `memcpy` where there are no helpers (objects).
 
 use cranelift_codegen::ir::types::{I8X16, I16, I32, I64};
 use cranelift_codegen::ir::{InstBuilder, Type, Value};
@@ -23,8 +23,17 @@ impl Lowering<'_> {
         let (from, from_past) = source;
         let (base, past) = dest;
         let Some(helper) = self.stream_copy.or(self.prefetch_copy) else {
-            // Inline moves (every slice of at most `UNROLL_LIMIT_BYTES`, the only ones without
-            // a helper), both offsets folded into the loads and stores.
+            if bytes > UNROLL_LIMIT_BYTES {
+                // No helper to call (an object for another target refers to no symbol but
+                // the C library's): `memcpy`.
+                let dest = self.advance_const(b, base, past as u64);
+                let source = self.advance_const(b, from, from_past as u64);
+                let size = b.ins().iconst(self.pointer, bytes as i64);
+                b.call_memcpy(self.config, dest, source, size);
+                return;
+            }
+            // Inline moves (every slice of at most `UNROLL_LIMIT_BYTES`), both offsets folded
+            // into the loads and stores.
             for (offset, ty) in chunks(bytes) {
                 let value = b.ins().load(ty, flags(), from, from_past + offset);
                 b.ins().store(flags(), value, base, past + offset);

@@ -270,7 +270,8 @@ fn a_thread_holds_its_last_calls_kernel_until_a_call_on_other_shapes() {
         .get(
             &gather_jit::Signature::gather(&[3, 2], &[2], 0, 0)
                 .with_index_type(gather_jit::IndexType::U32)
-                .with_policy(IndexRules::Candle.policy()),
+                .with_policy(IndexRules::Candle.policy())
+                .with_output_memory(gather_jit::OutputMemory::Fresh),
         )
         .expect("the kernel the call used");
     assert_eq!(cache.stats().compilations, 1, "the same kernel");

@@ -1,0 +1,460 @@
+//! Ahead-of-time kernels: the JIT's lowerings compiled into one relocatable object for a
+//! target triple (ELF, Mach-O or COFF, as `cranelift-object` writes them), each kernel behind
+//! a C entry point, with a C header that declares them.
+//!
+//! Every kernel is exported as
+//! `int32_t SYMBOL(const void *data, const void *indices, void *output, uint64_t *bad_position)`
+//! (quantized kernels take `scales` and `zero_points` after `indices`): C-contiguous
+//! native-endian buffers of the signature's shapes and types. It returns 0 on success, or 1
+//! when an index is rejected, having stored the element position in the indices buffer of the
+//! rejected index tuple to `*bad_position` (for a Gather or GatherElements, the index itself).
+//! The header `#define`s each buffer's size in bytes (`SYMBOL_DATA_BYTES`, ...).
+//!
+//! The kernel behind an entry point is the JIT's code for the same plan, with two
+//! differences that need no helper of this crate: an object's plans never band GatherElements
+//! (banding packs the table in a scratch buffer the Rust caller owns) and never stream (no
+//! non-temporal stores in Cranelift), and slices too large to copy inline are copied with
+//! `memcpy`. An object therefore refers to no symbol but `memcpy`, `memmove` and `memset`.
+//!
+//! ```
+//! use gather_jit::Signature;
+//! use gather_jit::aot::{ObjectBuilder, Target};
+//!
+//! let target = Target::from_triple("aarch64-unknown-linux-gnu")?;
+//! let mut object = ObjectBuilder::new(&target)?;
+//! object.add("embed_rows", &Signature::gather(&[1000, 64], &[16], 0, 0))?;
+//! let object = object.finish()?;
+//! assert!(object.bytes().starts_with(b"\x7fELF"));
+//! assert!(object.header("EMBED_H").contains("#define embed_rows_OUTPUT_BYTES 4096"));
+//! # Ok::<(), gather_jit::Error>(())
+//! ```
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature as ClifSignature, UserFuncName};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
+use cranelift_object::{ObjectBuilder as ClifObjectBuilder, ObjectModule};
+
+use crate::codegen::{self, driver};
+use crate::error::{Error, Result};
+use crate::ir::Signature;
+use crate::kernel::QuantizedKernel;
+use crate::quant::QuantizedSignature;
+use crate::specialize::{Host, Plan, Tuning};
+
+/// What an object's plans assume of the machine: no output streams (Cranelift emits no
+/// non-temporal stores, and a cross build knows nothing of the target's caches).
+const OBJECT_HOST: Host = Host {
+    streaming_output_bytes: u64::MAX,
+};
+
+/// A machine to compile for: an architecture, operating system and object format (a target
+/// triple), with the CPU features the code may use.
+pub struct Target {
+    isa: OwnedTargetIsa,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("triple", &self.triple())
+            .finish()
+    }
+}
+
+impl Target {
+    /// `triple` (e.g. `x86_64-unknown-linux-gnu`, `aarch64-unknown-linux-gnu`,
+    /// `aarch64-apple-darwin`, `riscv64gc-unknown-linux-gnu`) with its baseline CPU features,
+    /// so that the code runs on every CPU of that architecture.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedTarget`] if the triple does not parse, or Cranelift has no backend
+    /// for its architecture, or `cranelift-object` no writer for its object format.
+    pub fn from_triple(triple: &str) -> Result<Target> {
+        let unsupported = |reason: String| Error::UnsupportedTarget {
+            triple: triple.to_string(),
+            reason,
+        };
+        let parsed = target_lexicon::Triple::from_str(triple)
+            .map_err(|e| unsupported(format!("not a target triple ({e})")))?;
+        if parsed.architecture == target_lexicon::Architecture::Unknown {
+            return Err(unsupported("no architecture".into()));
+        }
+        if !matches!(
+            parsed.binary_format,
+            target_lexicon::BinaryFormat::Elf
+                | target_lexicon::BinaryFormat::Macho
+                | target_lexicon::BinaryFormat::Coff
+        ) {
+            return Err(unsupported(format!(
+                "no object writer for the {} format",
+                parsed.binary_format
+            )));
+        }
+        let builder = cranelift_codegen::isa::lookup(parsed)
+            .map_err(|e| unsupported(format!("no code generator ({e})")))?;
+        let flags = driver::flags(true).map_err(unsupported)?;
+        let isa = builder
+            .finish(flags)
+            .map_err(|e| unsupported(format!("building the code generator: {e}")))?;
+        Ok(Target { isa })
+    }
+
+    /// This machine: its triple and every CPU feature it has (the JIT's code generator), for
+    /// objects that only this kind of machine runs.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedTarget`] if Cranelift does not support the host.
+    pub fn host() -> Result<Target> {
+        let unsupported = |reason: String| Error::UnsupportedTarget {
+            triple: target_lexicon::HOST.to_string(),
+            reason,
+        };
+        let builder = cranelift_native::builder().map_err(|e| unsupported(e.to_string()))?;
+        let flags = driver::flags(true).map_err(unsupported)?;
+        let isa = builder
+            .finish(flags)
+            .map_err(|e| unsupported(format!("building the code generator: {e}")))?;
+        Ok(Target { isa })
+    }
+
+    /// The target triple.
+    pub fn triple(&self) -> String {
+        self.isa.triple().to_string()
+    }
+}
+
+/// One buffer of an ahead-of-time kernel's C entry point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Buffer {
+    /// The parameter's name: `data`, `indices`, `scales`, `zero_points` or `output`.
+    pub name: &'static str,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// An exported kernel of an [`Object`].
+#[derive(Clone, Debug)]
+pub struct AotKernel {
+    symbol: String,
+    description: String,
+    buffers: Vec<Buffer>,
+    machine_code: Vec<u8>,
+}
+
+impl AotKernel {
+    /// The symbol its C entry point is exported under.
+    pub fn symbol(&self) -> &str {
+        &self.symbol
+    }
+
+    /// Its signature, as the JIT's kernels print theirs.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The entry point's buffer parameters, in order (the last, `bad_position`, is not one).
+    pub fn buffers(&self) -> &[Buffer] {
+        &self.buffers
+    }
+
+    /// The machine code of the kernel behind the entry point, as emitted: relocated fields
+    /// (calls of `memcpy` and `memset`) hold zeros or addends until linked.
+    pub fn machine_code(&self) -> &[u8] {
+        &self.machine_code
+    }
+}
+
+/// Collects kernels for one target, then writes them as one relocatable object.
+pub struct ObjectBuilder {
+    module: ObjectModule,
+    triple: String,
+    kernels: Vec<AotKernel>,
+    symbols: HashSet<String>,
+}
+
+impl std::fmt::Debug for ObjectBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectBuilder")
+            .field("triple", &self.triple)
+            .field("kernels", &self.kernels)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectBuilder {
+    /// An empty object for `target`.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedTarget`] if `cranelift-object` cannot write for the target.
+    pub fn new(target: &Target) -> Result<ObjectBuilder> {
+        let triple = target.triple();
+        let builder =
+            ClifObjectBuilder::new(target.isa.clone(), "gather_jit", default_libcall_names())
+                .map_err(|e| Error::UnsupportedTarget {
+                    triple: triple.clone(),
+                    reason: e.to_string(),
+                })?;
+        Ok(ObjectBuilder {
+            module: ObjectModule::new(builder),
+            triple,
+            kernels: Vec::new(),
+            symbols: HashSet::new(),
+        })
+    }
+
+    /// Compiles the gather of `signature` and exports it as `symbol`.
+    ///
+    /// # Errors
+    /// Any error of [`Signature::validate`]; [`Error::InvalidSymbol`] if `symbol` is not a C
+    /// identifier or is taken; [`Error::UnsupportedTarget`] if the target cannot take the
+    /// kernel's code.
+    pub fn add(&mut self, symbol: &str, signature: &Signature) -> Result<&AotKernel> {
+        self.check_symbol(symbol)?;
+        let validated = signature.validate()?;
+        let plan = Plan::for_host(&validated, Tuning::NO_BANDS, OBJECT_HOST)?;
+        let inner = format!("{symbol}__gather_jit_kernel");
+        let (id, machine_code) = codegen::define_in_object(&mut self.module, &inner, &plan)
+            .map_err(|e| self.unsupported(e))?;
+        let extent = plan.loops[0].extent;
+        self.define_entry(symbol, id, 2, extent)?;
+        let buffers = vec![
+            buffer("data", plan.data_bytes),
+            buffer("indices", plan.indices_bytes),
+            buffer("output", plan.output_bytes),
+        ];
+        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+    }
+
+    /// Compiles the quantized gather of `signature` and exports it as `symbol`.
+    ///
+    /// # Errors
+    /// As [`ObjectBuilder::add`], with [`QuantizedSignature::validate`]'s errors.
+    pub fn add_quantized(
+        &mut self,
+        symbol: &str,
+        signature: &QuantizedSignature,
+    ) -> Result<&AotKernel> {
+        self.check_symbol(symbol)?;
+        let layout = signature.validate()?;
+        let inner = format!("{symbol}__gather_jit_kernel");
+        let (id, machine_code) =
+            QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
+                .map_err(|e| self.unsupported(e))?;
+        self.define_entry(symbol, id, 4, layout.index_count() as u64)?;
+        let bytes = |n: usize| n as u64;
+        let buffers = vec![
+            buffer("data", bytes(layout.data_bytes())),
+            buffer("indices", bytes(layout.indices_bytes())),
+            buffer("scales", bytes(layout.scales_bytes())),
+            buffer("zero_points", bytes(layout.zero_points_bytes())),
+            buffer("output", bytes(layout.output_bytes())),
+        ];
+        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+    }
+
+    /// Writes the object.
+    ///
+    /// # Errors
+    /// [`Error::Codegen`] if the object writer fails (a bug).
+    pub fn finish(self) -> Result<Object> {
+        let bytes = self
+            .module
+            .finish()
+            .emit()
+            .map_err(|e| driver::codegen_error(&e))?;
+        Ok(Object {
+            bytes,
+            triple: self.triple,
+            kernels: self.kernels,
+        })
+    }
+
+    /// A Cranelift failure to compile for this target is the target's limit (e.g. vector
+    /// moves on an architecture without vector registers), not a bug of the lowering.
+    fn unsupported(&self, error: Error) -> Error {
+        match error {
+            Error::Codegen(reason) => Error::UnsupportedTarget {
+                triple: self.triple.clone(),
+                reason,
+            },
+            other => other,
+        }
+    }
+
+    fn check_symbol(&self, symbol: &str) -> Result<()> {
+        let invalid = |reason| {
+            Err(Error::InvalidSymbol {
+                symbol: symbol.to_string(),
+                reason,
+            })
+        };
+        let mut chars = symbol.chars();
+        let Some(first) = chars.next() else {
+            return invalid("empty");
+        };
+        if !(first.is_ascii_alphabetic() || first == '_')
+            || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return invalid(
+                "not a C identifier (letters, digits and _, not starting with a digit)",
+            );
+        }
+        if symbol.len() > 200 {
+            return invalid("longer than 200 characters");
+        }
+        if symbol.contains("__gather_jit_") {
+            return invalid("contains __gather_jit_, which the object's own symbols use");
+        }
+        if self.symbols.contains(symbol) {
+            return invalid("already exported by this object");
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        symbol: &str,
+        description: String,
+        buffers: Vec<Buffer>,
+        machine_code: Vec<u8>,
+    ) -> &AotKernel {
+        self.symbols.insert(symbol.to_string());
+        self.kernels.push(AotKernel {
+            symbol: symbol.to_string(),
+            description,
+            buffers,
+            machine_code,
+        });
+        &self.kernels[self.kernels.len() - 1]
+    }
+
+    /// Exports `symbol`: `(buffers..., output, bad_position) -> int32_t`, which calls the
+    /// kernel `inner` on iterations `0..extent` of its outer loop. `inputs` counts the buffers
+    /// before the output.
+    fn define_entry(
+        &mut self,
+        symbol: &str,
+        inner: FuncId,
+        inputs: usize,
+        extent: u64,
+    ) -> Result<()> {
+        let isa = self.module.isa();
+        let pointer = isa.pointer_type();
+        let config = isa.frontend_config();
+        let mut signature = ClifSignature::new(isa.default_call_conv());
+        for _ in 0..inputs + 2 {
+            signature.params.push(AbiParam::new(pointer)); // buffers, output, bad_position
+        }
+        signature.returns.push(AbiParam::new(I32));
+        let id = self
+            .module
+            .declare_function(symbol, Linkage::Export, &signature)
+            .map_err(|e| driver::codegen_error(&e))?;
+        let mut ctx = Context::new();
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        ctx.func.signature = signature;
+        let callee = self.module.declare_func_in_func(inner, &mut ctx.func);
+        let mut builder_context = FunctionBuilderContext::new();
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut builder_context);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (bad_position, buffers) = params.split_last().expect("inputs + 2 parameters");
+        let start = b.ins().iconst(I64, 0);
+        let end = b.ins().iconst(I64, extent as i64);
+        let mut args = buffers.to_vec();
+        args.extend([start, end, *bad_position]);
+        let call = b.ins().call(callee, &args);
+        let status = b.inst_results(call)[0];
+        b.ins().return_(&[status]);
+        b.finalize(config);
+        let defined = self.module.define_function(id, &mut ctx);
+        defined.map_err(|e| {
+            self.unsupported(match e {
+                cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
+                    cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
+                ),
+                other => driver::codegen_error(&other),
+            })
+        })
+    }
+}
+
+fn buffer(name: &'static str, bytes: u64) -> Buffer {
+    Buffer { name, bytes }
+}
+
+/// A relocatable object of ahead-of-time kernels, and what its header declares.
+#[derive(Clone, Debug)]
+pub struct Object {
+    bytes: Vec<u8>,
+    triple: String,
+    kernels: Vec<AotKernel>,
+}
+
+impl Object {
+    /// The object file's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The target triple it was compiled for.
+    pub fn triple(&self) -> &str {
+        &self.triple
+    }
+
+    /// The exported kernels, in the order they were added.
+    pub fn kernels(&self) -> &[AotKernel] {
+        &self.kernels
+    }
+
+    /// A C header declaring every kernel and its buffers' sizes, guarded by `guard`.
+    pub fn header(&self, guard: &str) -> String {
+        let mut h = String::new();
+        let _ = writeln!(
+            h,
+            "/* Kernels compiled ahead of time by gather-jit for {}.\n \
+             * Buffers are C-contiguous and native-endian. A kernel returns 0, or 1 when an\n \
+             * index is rejected, after storing the element position in the indices buffer\n \
+             * of the rejected index tuple to *bad_position. */\n\
+             #ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n\
+             #ifdef __cplusplus\nextern \"C\" {{\n#endif\n",
+            self.triple
+        );
+        for kernel in &self.kernels {
+            let _ = writeln!(h, "/* {} */", kernel.description);
+            for buffer in &kernel.buffers {
+                let _ = writeln!(
+                    h,
+                    "#define {}_{}_BYTES {}",
+                    kernel.symbol,
+                    buffer.name.to_ascii_uppercase(),
+                    buffer.bytes
+                );
+            }
+            let params: Vec<String> = (kernel.buffers.iter())
+                .map(|buffer| match buffer.name {
+                    "output" => "void *output".to_string(),
+                    name => format!("const void *{name}"),
+                })
+                .collect();
+            let _ = writeln!(
+                h,
+                "int32_t {}({}, uint64_t *bad_position);\n",
+                kernel.symbol,
+                params.join(", ")
+            );
+        }
+        let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */");
+        h
+    }
+}

@@ -1,0 +1,93 @@
+//! The `aot` module's refusals and its header: what a caller sees before any object runs (the
+//! objects' outputs are checked by the cross test, `tests/cross/`).
+
+use gather_jit::aot::{ObjectBuilder, Target};
+use gather_jit::{Error, QuantizedSignature, Signature};
+
+fn builder(triple: &str) -> ObjectBuilder {
+    ObjectBuilder::new(&Target::from_triple(triple).expect("target")).expect("builder")
+}
+
+#[test]
+fn unknown_and_unsupported_triples_are_errors_naming_them() {
+    for triple in [
+        "",
+        "not-a-triple",
+        "wasm32-unknown-unknown",
+        "mips-unknown-linux-gnu",
+    ] {
+        match Target::from_triple(triple) {
+            Err(Error::UnsupportedTarget { triple: named, .. }) => assert_eq!(named, triple),
+            other => panic!("{triple}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_three_documented_triples_make_objects_of_their_formats() {
+    let sig = Signature::gather(&[5, 3], &[4], 0, 0);
+    for (triple, magic) in [
+        ("x86_64-unknown-linux-gnu", &b"\x7fELF"[..]),
+        ("aarch64-unknown-linux-gnu", b"\x7fELF"),
+        ("aarch64-apple-darwin", &0xfeed_facf_u32.to_le_bytes()),
+    ] {
+        let mut object = builder(triple);
+        object.add("k", &sig).expect("compiles");
+        let object = object.finish().expect("object");
+        assert!(object.bytes().starts_with(magic), "{triple}");
+        assert_eq!(object.triple(), triple);
+    }
+}
+
+#[test]
+fn symbols_must_be_unused_c_identifiers() {
+    let sig = Signature::gather(&[5, 3], &[4], 0, 0);
+    let mut object = builder("x86_64-unknown-linux-gnu");
+    object.add("ok_1", &sig).expect("compiles");
+    for bad in [
+        "",
+        "1st",
+        "with space",
+        "dash-ed",
+        "é",
+        "ok_1",
+        "x__gather_jit_kernel",
+    ] {
+        match object.add(bad, &sig) {
+            Err(Error::InvalidSymbol { symbol, .. }) => assert_eq!(symbol, bad),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn signatures_fail_validation_as_they_do_for_the_jit() {
+    let bad = Signature::gather(&[5, 3], &[4], 2, 0);
+    let jit = gather_jit::jit(&bad).expect_err("invalid").to_string();
+    let mut object = builder("aarch64-unknown-linux-gnu");
+    assert_eq!(object.add("k", &bad).expect_err("invalid").to_string(), jit);
+}
+
+#[test]
+fn the_header_declares_every_kernel_with_its_buffer_sizes() {
+    let mut object = builder("aarch64-unknown-linux-gnu");
+    object
+        .add("rows", &Signature::gather(&[10, 4], &[3], 0, 0))
+        .expect("compiles");
+    let q = QuantizedSignature::gguf(gather_jit::GgufFormat::Q8_0, 4, 32, &[2]);
+    object.add_quantized("q8", &q).expect("compiles");
+    let header = object.finish().expect("object").header("KERNELS_H");
+    for line in [
+        "#ifndef KERNELS_H",
+        "#define rows_DATA_BYTES 160",
+        "#define rows_INDICES_BYTES 24",
+        "#define rows_OUTPUT_BYTES 48",
+        "int32_t rows(const void *data, const void *indices, void *output, uint64_t *bad_position);",
+        // Four rows of one Q8_0 block (2 bytes of scale and 32 quants).
+        "#define q8_DATA_BYTES 136",
+        "#define q8_OUTPUT_BYTES 256",
+        "int32_t q8(const void *data, const void *indices, const void *scales, const void *zero_points, void *output, uint64_t *bad_position);",
+    ] {
+        assert!(header.lines().any(|l| l == line), "{line}\n{header}");
+    }
+}
