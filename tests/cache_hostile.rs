@@ -744,7 +744,7 @@ fn teardown_child() {
 /// Run in a child process, since it aborts.
 #[test]
 fn a_compile_in_a_late_thread_local_destructor_does_not_abort() {
-    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+    let out = crate::util::this_test_binary()
         .args(["--exact", "cache_hostile::teardown_child", "--ignored"])
         .args(["--nocapture", "--test-threads", "1"])
         .env(TEARDOWN_CHILD, "1")

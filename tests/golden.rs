@@ -6,9 +6,9 @@
 //! names the calling convention, so those goldens run on x86-64 Linux only.
 
 use gather_jit::specialize::{Host, Plan};
-use gather_jit::{
-    DType, Flavor, IndexPolicy, IndexType, Kernel, NegativeIndices, OutOfRange, Signature, Tuning,
-};
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use gather_jit::{DType, IndexType};
+use gather_jit::{Flavor, IndexPolicy, Kernel, NegativeIndices, OutOfRange, Signature, Tuning};
 use gather_jit_workloads::performance_cases;
 
 /// Compares printed text with its golden copy (both trimmed of surrounding newlines) and on a

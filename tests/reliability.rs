@@ -6,7 +6,6 @@
 //! allocates at the same time.
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -355,8 +354,7 @@ struct MemoryReport {
 
 /// Runs [`memory_child`] in a fresh process of this test binary and parses its report.
 fn measure_in_child(signatures: usize, leak: bool) -> MemoryReport {
-    let exe = std::env::current_exe().expect("test binary");
-    let mut child = Command::new(exe);
+    let mut child = crate::util::this_test_binary();
     child
         .args([
             "--exact",
@@ -588,8 +586,7 @@ fn drop_child() {
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn a_dropped_cache_returns_its_memory() {
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new(exe)
+    let out = crate::util::this_test_binary()
         .args([
             "--exact",
             "reliability::drop_child",

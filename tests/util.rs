@@ -35,3 +35,20 @@ pub fn i32_values(bytes: &[u8]) -> Vec<i32> {
         .map(|c| i32::from_ne_bytes(c.try_into().expect("4 bytes")))
         .collect()
 }
+
+/// A command running this test binary again (for tests that need a child process): directly,
+/// or under the emulator named by `GATHER_JIT_TEST_RUNNER` (e.g. `qemu-aarch64 -L
+/// /usr/aarch64-linux-gnu`), which a cross-built test binary needs to start its child.
+pub fn this_test_binary() -> std::process::Command {
+    let exe = std::env::current_exe().expect("test binary");
+    let runner = std::env::var("GATHER_JIT_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    match words.next() {
+        Some(emulator) => {
+            let mut command = std::process::Command::new(emulator);
+            command.args(words).arg(exe);
+            command
+        }
+        None => std::process::Command::new(exe),
+    }
+}
