@@ -6,8 +6,8 @@
 //! `int32_t SYMBOL(const void *data, const void *indices, void *output, uint64_t *bad_position)`
 //! (quantized kernels take `scales` and `zero_points` after `indices`): C-contiguous
 //! native-endian buffers of the signature's shapes and types. It returns 0 on success, or 1
-//! when an index is rejected, having stored the element position in the indices buffer of the
-//! rejected index tuple to `*bad_position` (for a Gather or GatherElements, the index itself).
+//! when an index is rejected, having stored to `*bad_position` the element position in the
+//! indices buffer of the first rejected index: the position the JIT's error names.
 //! The header `#define`s each buffer's size in bytes (`SYMBOL_DATA_BYTES`, ...).
 //!
 //! The kernel behind an entry point is the JIT's code for the same plan, with two
@@ -223,7 +223,7 @@ impl ObjectBuilder {
         let (id, machine_code) = codegen::define_in_object(&mut self.module, &inner, &plan)
             .map_err(|e| self.unsupported(e))?;
         let extent = plan.loops[0].extent;
-        self.define_entry(symbol, id, 2, extent)?;
+        self.define_entry(symbol, id, 2, extent, Some(&plan))?;
         let buffers = vec![
             buffer("data", plan.data_bytes),
             buffer("indices", plan.indices_bytes),
@@ -247,7 +247,7 @@ impl ObjectBuilder {
         let (id, machine_code) =
             QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
                 .map_err(|e| self.unsupported(e))?;
-        self.define_entry(symbol, id, 4, layout.index_count() as u64)?;
+        self.define_entry(symbol, id, 4, layout.index_count() as u64, None)?;
         let bytes = |n: usize| n as u64;
         let buffers = vec![
             buffer("data", bytes(layout.data_bytes())),
@@ -337,13 +337,16 @@ impl ObjectBuilder {
 
     /// Exports `symbol`: `(buffers..., output, bad_position) -> int32_t`, which calls the
     /// kernel `inner` on iterations `0..extent` of its outer loop. `inputs` counts the buffers
-    /// before the output.
+    /// before the output. For a gather's `plan` whose tuples have several coordinates, a
+    /// rejected tuple's position becomes that of its first rejected coordinate, the position
+    /// the JIT's error names (`Kernel::rejected` finds it in Rust).
     fn define_entry(
         &mut self,
         symbol: &str,
         inner: FuncId,
         inputs: usize,
         extent: u64,
+        plan: Option<&Plan>,
     ) -> Result<()> {
         let isa = self.module.isa();
         let pointer = isa.pointer_type();
@@ -375,6 +378,17 @@ impl ObjectBuilder {
         args.extend([start, end, *bad_position]);
         let call = b.ins().call(callee, &args);
         let status = b.inst_results(call)[0];
+        let coordinates = plan.map_or(&[][..], |plan| &plan.lookup.coordinates[..]);
+        if let (Some(plan), true) = (plan, coordinates.len() > 1) {
+            let refine = b.create_block();
+            let done = b.create_block();
+            b.ins().brif(status, refine, &[], done, &[]);
+            b.seal_block(refine);
+            b.switch_to_block(refine);
+            emit_first_rejected(&mut b, plan, buffers[1], *bad_position, done);
+            b.seal_block(done);
+            b.switch_to_block(done);
+        }
         b.ins().return_(&[status]);
         b.finalize(config);
         let defined = self.module.define_function(id, &mut ctx);
@@ -387,6 +401,50 @@ impl ObjectBuilder {
             })
         })
     }
+}
+
+/// Emits, into the current block, the search for the first coordinate `plan`'s policy
+/// rejects in the tuple whose position the kernel stored to `bad_position`: it stores that
+/// coordinate's position instead and jumps to `done` (left as it is if none is rejected,
+/// which only a kernel bug would cause).
+fn emit_first_rejected(
+    b: &mut FunctionBuilder,
+    plan: &Plan,
+    indices: cranelift_codegen::ir::Value,
+    bad_position: cranelift_codegen::ir::Value,
+    done: cranelift_codegen::ir::Block,
+) {
+    use codegen::policy;
+    let flags = cranelift_codegen::ir::MemFlagsData::new().with_notrap();
+    let size = plan.index_type.size() as u64;
+    let tuple = b.ins().load(I64, flags, bad_position, 0);
+    let offset = b.ins().imul_imm_u(tuple, size as i64);
+    let at = b.ins().iadd(indices, offset);
+    for coordinate in &plan.lookup.coordinates {
+        let index = policy::load_index(
+            b,
+            plan.index_type,
+            flags,
+            at,
+            coordinate.index_offset as i32,
+        );
+        let dim = coordinate.dim_size as i64;
+        let index = policy::wrap_negative(b, plan.index_type, plan.policy, index, dim);
+        let rejected = policy::out_of_range(b, index, dim);
+        let found = b.create_block();
+        let next = b.create_block();
+        b.ins().brif(rejected, found, &[], next, &[]);
+        b.seal_block(found);
+        b.switch_to_block(found);
+        let position = b
+            .ins()
+            .iadd_imm_u(tuple, (coordinate.index_offset / size) as i64);
+        b.ins().store(flags, position, bad_position, 0);
+        b.ins().jump(done, &[]);
+        b.seal_block(next);
+        b.switch_to_block(next);
+    }
+    b.ins().jump(done, &[]);
 }
 
 fn buffer(name: &'static str, bytes: u64) -> Buffer {
@@ -424,8 +482,8 @@ impl Object {
             h,
             "/* Kernels compiled ahead of time by gather-jit for {}.\n \
              * Buffers are C-contiguous and native-endian. A kernel returns 0, or 1 when an\n \
-             * index is rejected, after storing the element position in the indices buffer\n \
-             * of the rejected index tuple to *bad_position. */\n\
+             * index is rejected, after storing the element position of the first rejected\n \
+             * index in the indices buffer to *bad_position. */\n\
              #ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n\
              #ifdef __cplusplus\nextern \"C\" {{\n#endif\n",
             self.triple
