@@ -1,5 +1,6 @@
-//! Quantized gathers on an LLM token-embedding table `[32000, 4096]` (issue cases Q1-Q3):
-//! each kernel beside a copy and a fill of its output, and the compile time; outputs of at
+//! Quantized gathers on an LLM token-embedding table `[32000, 4096]` (issue cases Q1-Q3, and
+//! Q1 and Q3-q8_0 with `f16` scales and output, which round every value to `f16` one at a
+//! time): each kernel beside a copy and a fill of its output, and the compile time; outputs of at
 //! least `PARALLEL_MIN_BYTES` also split across two threads, beside a fill split the same way
 //! on the same worker pool.
 //!
@@ -8,7 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gather_jit::{BlockQuantization, GgufFormat, QuantizedKernel, QuantizedSignature};
+use gather_jit::{BlockQuantization, DType, GgufFormat, QuantizedKernel, QuantizedSignature};
 use gather_jit_workloads::XorShift;
 
 const ROWS: usize = 32000;
@@ -38,7 +39,13 @@ fn case(c: &mut Criterion, name: &str, signature: &QuantizedSignature) {
     let data = noise(layout.data_bytes_shape().iter().product(), 1);
     let scales: Vec<u8> = (0..layout.scales_shape().iter().product::<usize>()
         * usize::from(!layout.scales_shape().is_empty()))
-        .flat_map(|i| (0.01f32 * (i % 97) as f32).to_ne_bytes())
+        .flat_map(|i| {
+            let scale = 0.01f32 * (i % 97) as f32;
+            match signature.dtype {
+                DType::F16 => half::f16::from_f32(scale).to_ne_bytes().to_vec(),
+                _ => scale.to_ne_bytes().to_vec(),
+            }
+        })
         .collect();
     let count: usize = signature.indices_shape.iter().product();
     let indices = indices(count);
@@ -103,6 +110,9 @@ fn benches(c: &mut Criterion) {
         let sig = QuantizedSignature::gguf(format, ROWS, ROW_LEN, &[1, 32]);
         case(c, &format!("Q3-{}", format.name()), &sig);
     }
+    case(c, "Q1-f16", &block(32).with_dtype(DType::F16));
+    let sig = QuantizedSignature::gguf(GgufFormat::Q8_0, ROWS, ROW_LEN, &[1, 32]);
+    case(c, "Q3-q8_0-f16", &sig.with_dtype(DType::F16));
 }
 
 criterion_group! {

@@ -723,6 +723,37 @@ fn an_output_of_every_float_type_matches_the_interpreter_on_a_large_table() {
 }
 
 #[test]
+fn a_quantized_kernel_of_any_output_type_calls_no_function() {
+    // Kernels compiled for other targets may refer to no symbol but memcpy, memmove and
+    // memset: f16 output is rounded in the code, not by a helper.
+    let block = QuantizedSignature::block_quantized(
+        &[8, 64],
+        &[3],
+        BlockQuantization {
+            quantize_axis: 1,
+            block_size: 16,
+            ..BlockQuantization::default()
+        },
+    );
+    let gguf = QuantizedSignature::gguf(GgufFormat::Q8_0, 4, 64, &[2]);
+    for dtype in [DType::F32, DType::F16, DType::Bf16] {
+        for signature in [&block, &gguf] {
+            let signature = signature.clone().with_dtype(dtype);
+            let clif = QuantizedKernel::compile(&signature)
+                .expect("compiles")
+                .clif()
+                .expect("CLIF");
+            let calls = clif
+                .lines()
+                .map(str::trim_start)
+                .filter(|line| line.starts_with("fn") || line.contains("call"))
+                .collect::<Vec<_>>();
+            assert!(calls.is_empty(), "{signature}: {calls:?}");
+        }
+    }
+}
+
+#[test]
 fn a_prefill_sized_output_matches_the_interpreter() {
     // 32 MiB of f32 output, as in a prompt's embedding lookup: thousands of rows of whole
     // blocks through the SIMD path.

@@ -9,18 +9,18 @@ use std::ops::Range;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use cranelift_codegen::ir::{FuncRef, Signature, Type};
+use cranelift_codegen::ir::{Signature, Type};
 use cranelift_codegen::isa::CallConv;
 use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
 
 use super::parallel::PARALLEL_MIN_BYTES;
 use super::safe::{check_len, check_shape, contiguous};
 use super::{Element, IndexElement};
-use crate::codegen::driver::{self, Code, EntryPoint, Import};
+use crate::codegen::driver::{self, Code, EntryPoint};
 use crate::error::{Error, Result};
 #[cfg(doc)]
 use crate::ir::OutOfRange;
-use crate::ir::{DType, unravel};
+use crate::ir::unravel;
 use crate::pool;
 use crate::quant::{QuantizedLayout, QuantizedSignature, lower};
 
@@ -51,35 +51,6 @@ unsafe impl EntryPoint for QuantizedFn {
 
     fn address(self) -> *const u8 {
         self as *const u8
-    }
-}
-
-/// The symbol under which [`f16_bits`] is linked into kernels with `f16` output.
-const F16_BITS: &str = "gather_jit_f16_bits";
-
-/// `value` rounded to `f16` (nearest, ties to even), as bits in the low half: the kernels call
-/// it for each `f16` output value.
-extern "C" fn f16_bits(value: f32) -> u32 {
-    u32::from(half::f16::from_f32(value).to_bits())
-}
-
-/// The helpers the kernel for `layout` calls: [`f16_bits`] for `f16` output.
-fn imports(layout: &QuantizedLayout) -> Result<Vec<Import>> {
-    if layout.signature().dtype != DType::F16 {
-        return Ok(Vec::new());
-    }
-    let call_conv = driver::isa()?.default_call_conv();
-    Ok(vec![Import {
-        symbol: F16_BITS,
-        address: f16_bits as *const u8,
-        signature: lower::f16_helper_signature(call_conv),
-    }])
-}
-
-/// The kernel's helper references, from the imports of [`imports`].
-fn helpers(refs: &[FuncRef]) -> lower::Helpers {
-    lower::Helpers {
-        f16_bits: refs.first().copied(),
     }
 }
 
@@ -115,14 +86,11 @@ impl QuantizedKernel {
     /// Compiles a validated signature; `started` is when the request began (its time is
     /// reported by [`QuantizedKernel::compile_time`]).
     pub(crate) fn build(layout: QuantizedLayout, started: Instant) -> Result<QuantizedKernel> {
-        let imports = imports(&layout)?;
-        let code = driver::compile::<QuantizedFn>(
-            "quantized_gather",
-            &imports,
-            |func, context, config, refs| {
-                lower::lower(&layout, func, context, config, helpers(refs));
-            },
-        )?;
+        // The kernels call nothing (`f16` output is rounded inline).
+        let code =
+            driver::compile::<QuantizedFn>("quantized_gather", &[], |func, context, config, _| {
+                lower::lower(&layout, func, context, config)
+            })?;
         Ok(QuantizedKernel {
             layout,
             code,
@@ -182,8 +150,8 @@ impl QuantizedKernel {
     /// [`Error::Codegen`] if the host ISA is unavailable.
     pub fn clif(&self) -> Result<String> {
         let layout = &self.layout;
-        driver::clif_text::<QuantizedFn>(&imports(layout)?, |func, context, config, refs| {
-            lower::lower(layout, func, context, config, helpers(refs));
+        driver::clif_text::<QuantizedFn>(&[], |func, context, config, _| {
+            lower::lower(layout, func, context, config);
         })
     }
 

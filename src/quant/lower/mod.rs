@@ -10,8 +10,8 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I8, I8X16, I16, I16X8, I32, I32X4, I64, I64X2};
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, ConstantData, Endianness, FuncRef, Function, InstBuilder,
-    MemFlagsData, Signature, Type, Value,
+    AbiParam, Block, BlockArg, ConstantData, Endianness, Function, InstBuilder, MemFlagsData,
+    Signature, Type, Value,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
@@ -20,8 +20,10 @@ use super::{GgufFormat, Quantization, QuantizedLayout};
 use crate::codegen::policy;
 use crate::ir::{DType, OutOfRange};
 
+mod f16;
 mod values;
 
+use f16::f32_to_f16;
 use values::f16_to_f32;
 
 /// `(data, indices, scales, zero_points, output, start, end, bad_index) -> status`: the kernel
@@ -40,24 +42,10 @@ pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature 
     sig
 }
 
-/// The signature of the helper that rounds an `f32` to `f16` bits (`(f32) -> u32`).
-pub(crate) fn f16_helper_signature(call_conv: CallConv) -> Signature {
-    let mut sig = Signature::new(call_conv);
-    sig.params.push(AbiParam::new(F32));
-    sig.returns.push(AbiParam::new(I32));
-    sig
-}
-
 /// Every access is to a buffer the kernel's caller checked, at an offset the layout bounds;
 /// none needs alignment.
 fn flags() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
-}
-
-/// The Rust functions a kernel calls.
-pub(crate) struct Helpers {
-    /// Rounds an `f32` to `f16` bits (imported when the output is `f16`).
-    pub(crate) f16_bits: Option<FuncRef>,
 }
 
 /// Builds the kernel for `layout` into `func`.
@@ -66,7 +54,6 @@ pub(crate) fn lower(
     func: &mut Function,
     context: &mut FunctionBuilderContext,
     config: TargetFrontendConfig,
-    helpers: Helpers,
 ) {
     let mut b = FunctionBuilder::new(func, context);
     let entry = b.create_block();
@@ -102,7 +89,6 @@ pub(crate) fn lower(
         end,
         out,
         reject,
-        helpers,
         nibble,
         default_zero_point: zero_point,
     };
@@ -134,7 +120,6 @@ struct Lower<'a> {
     out: Variable,
     /// Reports the index at its block parameter (an element position) as rejected.
     reject: Block,
-    helpers: Helpers,
     /// Sixteen `0x0f` bytes.
     nibble: Value,
     /// The default zero point in every lane (`i8x16` for 4 bits, `i16x8` for 8).

@@ -58,12 +58,7 @@ impl Lower<'_> {
         let dtype = self.layout.signature().dtype;
         match dtype {
             DType::F16 => {
-                let helper = self
-                    .helpers
-                    .f16_bits
-                    .expect("the f16 helper is imported for f16 output");
-                let call = b.ins().call(helper, &[value]);
-                let bits = b.inst_results(call)[0];
+                let bits = f32_to_f16(b, value);
                 b.ins().istore16(flags(), bits, out, 0);
             }
             DType::Bf16 => {
