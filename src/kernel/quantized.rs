@@ -98,20 +98,14 @@ impl QuantizedKernel {
         })
     }
 
-    /// Defines the kernel for `layout` in `module` as the local function `name`, calling no
-    /// helper: the code of an object for any target.
+    /// Defines the kernel for `layout` in `module` as the local function `name` (quantized
+    /// kernels call no helper): the code of an object for any target.
     #[cfg(feature = "aot")]
     pub(crate) fn define_in_object<M: cranelift_module::Module>(
         module: &mut M,
         name: &str,
         layout: &QuantizedLayout,
     ) -> Result<(cranelift_module::FuncId, Vec<u8>)> {
-        if !imports(layout)?.is_empty() {
-            return Err(Error::UnsupportedTarget {
-                triple: module.isa().triple().to_string(),
-                reason: format!("{} needs a helper function", layout.signature()),
-            });
-        }
         let isa = module.isa();
         let signature = QuantizedFn::signature(isa.default_call_conv(), isa.pointer_type());
         driver::define(
@@ -120,9 +114,7 @@ impl QuantizedKernel {
             cranelift_module::Linkage::Local,
             &signature,
             &[],
-            |func, context, config, refs| {
-                lower::lower(layout, func, context, config, helpers(refs));
-            },
+            |func, context, config, _| lower::lower(layout, func, context, config),
         )
     }
 
