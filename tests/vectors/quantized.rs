@@ -169,7 +169,7 @@ pub enum Loaded {
     /// Scales or zero points (named) whose shape is not the layout's.
     Mismatch(&'static str),
     /// Inputs to run.
-    Inputs(Inputs),
+    Inputs(Box<Inputs>),
 }
 
 /// Loads the case `name`.
@@ -220,12 +220,12 @@ pub fn load(name: &str, case: &Value) -> Loaded {
         layout.data_bytes_shape(),
         "{name}: data shape"
     );
-    Loaded::Inputs(Inputs {
+    Loaded::Inputs(Box::new(Inputs {
         signature,
         layout,
         data,
         indices,
         scales,
         zero_points,
-    })
+    }))
 }
