@@ -43,7 +43,7 @@ use cranelift_object::{ObjectBuilder as ClifObjectBuilder, ObjectModule};
 
 use crate::codegen::{self, driver};
 use crate::error::{Error, Result};
-use crate::ir::Signature;
+use crate::ir::{OutOfRange, Signature};
 use crate::kernel::QuantizedKernel;
 use crate::quant::QuantizedSignature;
 use crate::specialize::{Host, Plan, Tuning};
@@ -421,16 +421,24 @@ fn emit_first_rejected(
     let offset = b.ins().imul_imm_u(tuple, size as i64);
     let at = b.ins().iadd(indices, offset);
     for coordinate in &plan.lookup.coordinates {
-        let index = policy::load_index(
-            b,
-            plan.index_type,
-            flags,
-            at,
-            coordinate.index_offset as i32,
-        );
         let dim = coordinate.dim_size as i64;
-        let index = policy::wrap_negative(b, plan.index_type, plan.policy, index, dim);
-        let rejected = policy::out_of_range(b, index, dim);
+        // As `IndexPolicy::resolve` rejects: an index out of range under `Error`, any index
+        // into an empty dim under `Clamp` (nothing to clamp to), none under `Zero`.
+        let rejected = match plan.policy.out_of_range {
+            OutOfRange::Error => {
+                let index = policy::load_index(
+                    b,
+                    plan.index_type,
+                    flags,
+                    at,
+                    coordinate.index_offset as i32,
+                );
+                let index = policy::wrap_negative(b, plan.index_type, plan.policy, index, dim);
+                policy::out_of_range(b, index, dim)
+            }
+            OutOfRange::Clamp if dim == 0 => b.ins().iconst(cranelift_codegen::ir::types::I8, 1),
+            OutOfRange::Clamp | OutOfRange::Zero => continue,
+        };
         let found = b.create_block();
         let next = b.create_block();
         b.ins().brif(rejected, found, &[], next, &[]);

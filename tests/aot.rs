@@ -91,3 +91,27 @@ fn the_header_declares_every_kernel_with_its_buffer_sizes() {
         assert!(header.lines().any(|l| l == line), "{line}\n{header}");
     }
 }
+
+/// Cranelift's riscv64 backend has no 128-bit vectors without the V extension (which
+/// `riscv64gc` lacks) and hit `unreachable!()` on the vector moves of a kernel copying 64-byte
+/// rows: `add` panicked. A kernel that needs vectors is now refused as the target's limit;
+/// one that needs none still compiles.
+#[test]
+fn a_target_without_vector_registers_refuses_vector_code_instead_of_panicking() {
+    let mut object = builder("riscv64gc-unknown-linux-gnu");
+    let rows = Signature::gather(&[10, 16], &[3], 0, 0);
+    match object.add("rows", &rows) {
+        Err(Error::UnsupportedTarget { triple, reason, .. }) => {
+            assert_eq!(triple, "riscv64gc-unknown-linux-gnu");
+            assert!(reason.contains("vector"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let scalars = Signature::gather(&[10], &[3], 0, 0);
+    object.add("scalars", &scalars).expect("no vectors needed");
+    let object = object
+        .finish()
+        .expect("an object of the kernel that compiled");
+    assert_eq!(object.kernels().len(), 1);
+    assert!(object.header("H").contains("int32_t scalars("));
+}

@@ -16,3 +16,4 @@ mod reliability;
 mod seeds;
 mod soundness;
 mod util;
+mod vectors;

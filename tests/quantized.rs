@@ -3,8 +3,6 @@
 //! interpreter and the JIT, property tests of the JIT against the interpreter on random
 //! attributes, shapes and indices, and the checked entry points.
 
-use std::path::{Path, PathBuf};
-
 use gather_jit::interp::interpret_quantized;
 use gather_jit::quant::Quantization;
 use gather_jit::{
@@ -17,6 +15,8 @@ use ndarray::Array;
 use proptest::prelude::*;
 use serde_json::Value;
 
+use crate::vectors::quantized::{Loaded, case_files, dtype, floats, load, shape};
+
 /// An implementation under test: signature, data, indices, scales, zero points -> output.
 type Runner<'a> = &'a dyn Fn(
     &QuantizedSignature,
@@ -25,132 +25,6 @@ type Runner<'a> = &'a dyn Fn(
     &[u8],
     Option<&[u8]>,
 ) -> gather_jit::Result<Vec<u8>>;
-
-fn case_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/quantized");
-    let mut files = Vec::new();
-    for suite in std::fs::read_dir(&root).expect("tests/conformance/quantized") {
-        let suite = suite.expect("entry").path();
-        if !suite.is_dir() {
-            continue;
-        }
-        for file in std::fs::read_dir(&suite).expect("suite") {
-            let file = file.expect("entry").path();
-            if file.extension().is_some_and(|e| e == "json") {
-                files.push(file);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
-fn shape(v: &Value) -> Vec<usize> {
-    v["shape"]
-        .as_array()
-        .expect("shape")
-        .iter()
-        .map(|d| d.as_u64().expect("dim") as usize)
-        .collect()
-}
-
-fn dtype(name: &str) -> DType {
-    match name {
-        "float32" => DType::F32,
-        "float16" => DType::F16,
-        "bfloat16" => DType::Bf16,
-        other => panic!("float dtype {other}"),
-    }
-}
-
-fn floats(v: &Value, dtype: DType) -> Vec<u8> {
-    let mut out = Vec::new();
-    for x in v["values"].as_array().expect("values") {
-        let x = x.as_f64().expect("float");
-        match dtype {
-            DType::F16 => {
-                let h = f16::from_f64(x);
-                assert_eq!(h.to_f64(), x, "{x} is an f16");
-                out.extend_from_slice(&h.to_ne_bytes());
-            }
-            DType::Bf16 => {
-                let h = bf16::from_f64(x);
-                assert_eq!(h.to_f64(), x, "{x} is a bf16");
-                out.extend_from_slice(&h.to_ne_bytes());
-            }
-            _ => {
-                assert_eq!(f64::from(x as f32), x, "{x} is an f32");
-                out.extend_from_slice(&(x as f32).to_ne_bytes());
-            }
-        }
-    }
-    out
-}
-
-fn bytes(v: &Value) -> Vec<u8> {
-    v["values"]
-        .as_array()
-        .expect("values")
-        .iter()
-        .map(|x| x.as_u64().expect("byte") as u8)
-        .collect()
-}
-
-fn indices(v: &Value) -> (IndexType, Vec<u8>) {
-    let index_type = match v["dtype"].as_str() {
-        Some("int32") => IndexType::I32,
-        Some("int64") => IndexType::I64,
-        other => panic!("index dtype {other:?}"),
-    };
-    let mut out = Vec::new();
-    for x in v["values"].as_array().expect("values") {
-        let x = x.as_i64().expect("index");
-        match index_type {
-            IndexType::I32 => out.extend_from_slice(&(x as i32).to_ne_bytes()),
-            _ => out.extend_from_slice(&x.to_ne_bytes()),
-        }
-    }
-    (index_type, out)
-}
-
-/// The signature a case describes: the logical shape from the stored one and the attributes.
-fn signature_of(case: &Value) -> QuantizedSignature {
-    let data_shape = shape(&case["data"]);
-    let indices_shape = shape(&case["indices"]);
-    let (index_type, _) = indices(&case["indices"]);
-    let attrs = &case["attrs"];
-    match case["op"].as_str() {
-        Some("GatherBlockQuantized") => {
-            let bits = attrs["bits"].as_u64().expect("bits") as u8;
-            let mut logical = data_shape;
-            if let Some(last) = logical.last_mut()
-                && (bits == 4 || bits == 8)
-            {
-                *last *= usize::from(8 / bits);
-            }
-            let quantization = BlockQuantization {
-                gather_axis: attrs["gather_axis"].as_i64().expect("gather_axis"),
-                quantize_axis: attrs["quantize_axis"].as_i64().expect("quantize_axis"),
-                block_size: attrs["block_size"].as_u64().expect("block_size") as usize,
-                bits,
-                zero_points: case.get("zero_points").is_some(),
-            };
-            QuantizedSignature::block_quantized(&logical, &indices_shape, quantization)
-                .with_dtype(dtype(
-                    case["scales"]["dtype"].as_str().expect("scales dtype"),
-                ))
-                .with_index_type(index_type)
-        }
-        Some("GgufRows") => {
-            let format = GgufFormat::from_name(attrs["format"].as_str().expect("format"))
-                .expect("q4_0 or q8_0");
-            let row_len = data_shape[1] / format.block_bytes() * GgufFormat::BLOCK_VALUES;
-            QuantizedSignature::gguf(format, data_shape[0], row_len, &indices_shape)
-                .with_index_type(index_type)
-        }
-        other => panic!("op {other:?}"),
-    }
-}
 
 /// The category of a case's `expect_error` that each error of this crate falls under.
 fn category(error: &Error) -> &'static str {
@@ -165,75 +39,37 @@ fn category(error: &Error) -> &'static str {
     }
 }
 
-/// Runs one case through `run` (the interpreter or the JIT); `Ok(None)` if the case is one
-/// this crate deliberately does differently (said in the file) and has no counterpart to run.
+/// Runs one case through `run` (the interpreter or the JIT); `false` if the case is one this
+/// crate deliberately does differently (said in the file) and has no counterpart to run.
 fn run_case(name: &str, case: &Value, run: Runner<'_>) -> bool {
-    let mut signature = signature_of(case);
-    if let Some(why) = case.get("onnxruntime_only").and_then(Value::as_str) {
-        if name.contains("index-out-of-range") {
-            // ONNX Runtime zero-fills an out-of-range index's slice: the `Zero` policy.
-            signature = signature.with_policy(IndexPolicy {
-                negative: NegativeIndices::Wrap,
-                out_of_range: OutOfRange::Zero,
-            });
-        } else {
-            // ORT refuses what this crate supports, or accepts what the definition refuses:
-            // the counterpart in definition/ is checked instead.
-            assert!(why.contains("definition/"), "{name}: {why}");
-            return false;
-        }
-    }
     let expect_error = case.get("expect_error").and_then(Value::as_str);
-    let layout = match (signature.validate(), expect_error) {
-        (Ok(layout), _) => layout,
-        (Err(e), Some(expected)) => {
-            assert_eq!(category(&e), expected, "{name}: {e}");
+    let inputs = match load(name, case) {
+        Loaded::Counterpart => return false,
+        Loaded::Invalid(e) => {
+            match expect_error {
+                Some(expected) => assert_eq!(category(&e), expected, "{name}: {e}"),
+                None => panic!("{name}: {e}"),
+            }
             return true;
         }
-        (Err(e), None) => panic!("{name}: {e}"),
+        Loaded::Mismatch(what) => {
+            assert_eq!(expect_error, Some("shape mismatch"), "{name}: {what} shape");
+            return true;
+        }
+        Loaded::Inputs(inputs) => inputs,
     };
-    let data = bytes(&case["data"]);
-    let (_, index_bytes) = indices(&case["indices"]);
-    let mut scales = Vec::new();
-    let mut zero_points = None;
-    if let Some(s) = case
-        .get("scales")
-        .filter(|_| !layout.scales_shape().is_empty())
-    {
-        scales = floats(s, signature.dtype);
-        if shape(s) != layout.scales_shape() {
-            assert_eq!(expect_error, Some("shape mismatch"), "{name}: scales shape");
-            return true;
-        }
-    }
-    if let Some(zp) = case.get("zero_points") {
-        if Some(&shape(zp)[..]) != layout.zero_points_bytes_shape() {
-            assert_eq!(
-                expect_error,
-                Some("shape mismatch"),
-                "{name}: zero points shape"
-            );
-            return true;
-        }
-        zero_points = Some(bytes(zp));
-    }
-    assert_eq!(
-        shape(&case["data"]),
-        layout.data_bytes_shape(),
-        "{name}: data shape"
-    );
     let result = run(
-        &signature,
-        &data,
-        &index_bytes,
-        &scales,
-        zero_points.as_deref(),
+        &inputs.signature,
+        &inputs.data,
+        &inputs.indices,
+        &inputs.scales,
+        inputs.zero_points.as_deref(),
     );
     match (result, expect_error) {
         (Ok(output), None) => {
             let expected = &case["expected"];
             assert_eq!(
-                layout.output_shape(),
+                inputs.layout.output_shape(),
                 &shape(expected)[..],
                 "{name}: output shape"
             );

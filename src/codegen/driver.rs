@@ -242,12 +242,15 @@ pub(crate) fn define<M: Module>(
         if let Some(lower) = lower.take() {
             lower(&mut ctx.func, builder_context, config, &refs);
         }
-        let result = module.define_function(id, ctx).map_err(|e| match e {
-            cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
-                cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
-            ),
-            other => codegen_error(&other),
-        });
+        let result = match vectors_missing(module.isa(), &ctx.func) {
+            Some(error) => Err(error),
+            None => module.define_function(id, ctx).map_err(|e| match e {
+                cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
+                    cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
+                ),
+                other => codegen_error(&other),
+            }),
+        };
         let code = ctx
             .compiled_code()
             .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
@@ -266,6 +269,31 @@ pub(crate) fn define<M: Module>(
         _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
     }?;
     Ok((id, code))
+}
+
+/// The error for `func` if it uses 128-bit vectors and `isa` has no vector registers:
+/// riscv64 without the V extension (e.g. `riscv64gc`), whose backend reaches `unreachable!()`
+/// on a vector load or store instead of returning an error. The lowerings emit vectors for
+/// copies of 16 bytes and more, and for lookups packed into lanes.
+fn vectors_missing(isa: &dyn cranelift_codegen::isa::TargetIsa, func: &Function) -> Option<Error> {
+    let has_vectors = match isa.triple().architecture {
+        target_lexicon::Architecture::Riscv64(_) => isa
+            .isa_flags()
+            .iter()
+            .any(|flag| flag.name == "has_v" && flag.as_bool() == Some(true)),
+        _ => true,
+    };
+    let uses_vectors = || {
+        let dfg = &func.dfg;
+        dfg.values().any(|v| dfg.value_type(v).is_vector())
+    };
+    (!has_vectors && uses_vectors()).then(|| {
+        Error::Codegen(format!(
+            "the kernel moves 128-bit vectors, and {} without the V extension has no vector \
+             registers",
+            isa.triple()
+        ))
+    })
 }
 
 /// The CLIF text (before Cranelift's optimisations) of the function [`compile`] would build
