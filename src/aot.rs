@@ -37,6 +37,7 @@ use cranelift_codegen::Context;
 use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{AbiParam, InstBuilder, Signature as ClifSignature, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::Configurable;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use cranelift_object::{ObjectBuilder as ClifObjectBuilder, ObjectModule};
@@ -77,6 +78,17 @@ impl Target {
     /// [`Error::UnsupportedTarget`] if the triple does not parse, or Cranelift has no backend
     /// for its architecture, or `cranelift-object` no writer for its object format.
     pub fn from_triple(triple: &str) -> Result<Target> {
+        Target::with_features(triple, &[])
+    }
+
+    /// `triple` with the CPU features named (Cranelift's setting names for the architecture,
+    /// e.g. `has_avx2` for x86-64, `has_v` and `has_zvl128b` for riscv64's vector extension)
+    /// enabled beyond its baseline: the code then runs only on CPUs that have them.
+    ///
+    /// # Errors
+    /// As [`Target::from_triple`], and [`Error::UnsupportedTarget`] naming a feature the
+    /// architecture does not have.
+    pub fn with_features(triple: &str, features: &[&str]) -> Result<Target> {
         let unsupported = |reason: String| Error::UnsupportedTarget {
             triple: triple.to_string(),
             reason,
@@ -97,8 +109,13 @@ impl Target {
                 parsed.binary_format
             )));
         }
-        let builder = cranelift_codegen::isa::lookup(parsed)
+        let mut builder = cranelift_codegen::isa::lookup(parsed)
             .map_err(|e| unsupported(format!("no code generator ({e})")))?;
+        for feature in features {
+            builder
+                .enable(feature)
+                .map_err(|e| unsupported(format!("CPU feature {feature}: {e}")))?;
+        }
         let flags = driver::flags(true).map_err(unsupported)?;
         let isa = builder
             .finish(flags)

@@ -56,6 +56,7 @@ fn the_driver_reports_stray_writes_wrong_sizes_and_crashes() {
         arch: std::env::consts::ARCH,
         cross_cc: "cc",
         may_refuse: false,
+        emulator_args: &[],
     };
     if !machine.missing_tools().is_empty() {
         // `host_with_its_cpu_features` fails (or skips) naming the tool.

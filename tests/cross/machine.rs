@@ -43,6 +43,8 @@ pub struct Machine {
     pub cross_cc: &'static str,
     /// Whether Cranelift may refuse kernels for it (each refusal is listed, none fails).
     pub may_refuse: bool,
+    /// Arguments the emulator takes before the program (e.g. the CPU it emulates).
+    pub emulator_args: &'static [&'static str],
 }
 
 impl Machine {
@@ -328,7 +330,7 @@ pub fn execute(machine: &Machine, program: &Path, inputs: &Path, outputs: &Path)
     let mut command = match &emulator {
         Some(emulator) => {
             let mut c = Command::new(emulator);
-            c.arg(program);
+            c.args(machine.emulator_args).arg(program);
             c
         }
         None => Command::new(program),

@@ -199,6 +199,7 @@ fn x86_64() {
         arch: "x86_64",
         cross_cc: "x86_64-linux-gnu-gcc",
         may_refuse: false,
+        emulator_args: &[],
     });
 }
 
@@ -210,6 +211,7 @@ fn host_with_its_cpu_features() {
         arch: std::env::consts::ARCH,
         cross_cc: "cc",
         may_refuse: false,
+        emulator_args: &[],
     });
 }
 
@@ -221,6 +223,7 @@ fn aarch64() {
         arch: "aarch64",
         cross_cc: "aarch64-linux-gnu-gcc",
         may_refuse: false,
+        emulator_args: &[],
     });
 }
 
@@ -232,5 +235,20 @@ fn riscv64() {
         arch: "riscv64",
         cross_cc: "riscv64-linux-gnu-gcc",
         may_refuse: true,
+        emulator_args: &[],
+    });
+}
+
+/// riscv64 with the vector extension (128-bit vector registers), which the emulator is told
+/// to provide: every kernel compiles there.
+#[test]
+fn riscv64_with_vectors() {
+    check(&Machine {
+        name: "riscv64v",
+        target: || Target::with_features("riscv64gc-unknown-linux-gnu", &["has_v", "has_zvl128b"]),
+        arch: "riscv64",
+        cross_cc: "riscv64-linux-gnu-gcc",
+        may_refuse: false,
+        emulator_args: &["-cpu", "rv64,v=true,vlen=128"],
     });
 }
