@@ -37,7 +37,7 @@ pub fn disassemble(object: &Object, symbol: &str) -> Result<Disassembly> {
         .prefix("gather-jit-")
         .suffix(".o")
         .tempfile()
-        .map_err(|e| Failure::io("create", &std::env::temp_dir(), e))?;
+        .map_err(|e| Failure::io("create a temporary file in", &std::env::temp_dir(), e))?;
     let written = file.write_all(object.bytes()).and_then(|()| file.flush());
     written.map_err(|e| Failure::io("write", file.path(), e))?;
     let tried = candidates(object.triple());
