@@ -1,13 +1,17 @@
 //! `gather-jit explain`: what one signature compiles to.
 
 use std::io::Write;
+use std::time::Instant;
 
 use clap::Args;
 use gather_jit::specialize::Plan;
 use gather_jit::{Flavor, Tuning};
 use serde_json::{Value, json};
 
+use crate::aot;
 use crate::failure::Result;
+use crate::objdump::{self, Disassembly};
+use crate::op_kernel::{OpKernel, OpSignature};
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::timing::{human_time, nanos};
 
@@ -17,9 +21,14 @@ use crate::timing::{human_time, nanos};
 /// extent-1 loops dropped and contiguous loops merged. The Cranelift IR is the function before
 /// Cranelift's optimisations. The machine code is disassembled (AT&T syntax, offsets from the
 /// entry point) on x86-64 hosts; elsewhere only its size is printed.
+///
+/// With --target, the kernel is compiled for that target as `gather-jit aot` compiles it, and
+/// its machine code is disassembled by the target's objdump (binutils' for its architecture,
+/// or llvm-objdump) if one is on PATH.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit explain --op gather-nd --data-shape 2x3x4 --indices-shape 2x1 --dtype f32 --index-type i64
+  gather-jit explain --op gather --data-shape 1000x64 --indices-shape 16 --target aarch64-unknown-linux-gnu
   gather-jit explain --flavor openvino-gather1 --axis 1 --data-shape 6x12x10x24 --indices-shape 15x4x20x28 --json
   gather-jit explain --op gather-gguf --format q4_0 --data-shape 32000x4096 --indices-shape 8")]
 pub struct ExplainArgs {
@@ -27,6 +36,10 @@ pub struct ExplainArgs {
     op: OpArgs,
     #[command(flatten)]
     signature: SignatureArgs,
+    /// Show the kernel of an object for this target triple (as `gather-jit aot --target`
+    /// takes it, or `host`) and its machine code, disassembled by the target's objdump
+    #[arg(long, value_name = "TRIPLE", allow_hyphen_values = true)]
+    target: Option<String>,
     /// Print one JSON object instead of text
     #[arg(long)]
     json: bool,
@@ -38,35 +51,13 @@ pub struct ExplainArgs {
 /// An invalid signature (status 2).
 pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
+    if let Some(triple) = &args.target {
+        return for_target(args, &sig, triple, out);
+    }
     let kernel = sig.compile(Tuning::default())?;
-    let layout = kernel.layout();
     let clif = kernel.compiled().clif()?;
     if args.json {
-        let mut json = json!({
-            "signature": sig.to_string(),
-            "op": sig.op_text(),
-            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
-            "policy": sig.policy().to_string(),
-            "dtype": sig.dtype().name(),
-            "index_type": sig.index_type().name(),
-            "data_shape": sig.data_shape(),
-            "indices_shape": sig.indices_shape(),
-            "output_shape": layout.output_shape(),
-            "output_bytes": layout.output_bytes()?,
-            "explain": kernel.compiled().explain(),
-            "resolved_op": kernel.resolved_op(),
-            "plan": kernel.plan().map(plan_json),
-            "outer_extent": kernel.compiled().outer_extent(),
-            "clif": clif,
-            "code_bytes": kernel.code_bytes(),
-            "compile_ns": nanos(kernel.compiled().compile_time()),
-            "disassembly": disassemble(kernel.compiled().machine_code()),
-        });
-        if let Some(quantized) = layout.quantized() {
-            json["data_bytes_shape"] = quantized.data_bytes_shape().into();
-            json["scales_shape"] = quantized.scales_shape().into();
-            json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
-        }
+        let json = host_json(args, &sig, &kernel, &clif)?;
         outln!(out, "{json}");
         return Ok(());
     }
@@ -98,6 +89,136 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `explain --target`: the kernel of an object for `triple` (the plan it was built from, the
+/// JIT's Cranelift IR for that plan, its machine code) as `gather-jit aot` would write it.
+fn for_target(
+    args: &ExplainArgs,
+    sig: &OpSignature,
+    triple: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
+    // The JIT's kernel of the object's tuning: its explanation and Cranelift IR, and the
+    // signature's validation, whose errors are the host's.
+    let kernel = sig.compile(sig.object_tuning())?;
+    let target = aot::target(triple)?;
+    let symbol = aot::default_symbol(args.op.kind()?);
+    let started = Instant::now();
+    let (object, object_kernel) = aot::object(&target, sig, &symbol)?;
+    let compile_time = started.elapsed();
+    let plan = kernel.object_plan()?;
+    let clif = kernel.compiled().clif()?;
+    let disassembly = objdump::disassemble(&object, &symbol)?;
+    // The header lines of the JIT's explanation, with the object's loops.
+    let explained = kernel.compiled().explain();
+    let (header, loops) = explained
+        .split_once("\n\n")
+        .unwrap_or((explained.as_str(), ""));
+    let loops = match &plan {
+        Some(plan) => plan.to_string(),
+        None => loops.to_string(),
+    };
+    let loops = loops.strip_suffix('\n').unwrap_or(&loops);
+    // Where the JIT's code calls a copy helper of the crate (`fn0 = ...`), the object's calls
+    // `memcpy`: the IR is otherwise the object's.
+    let calls_helpers = plan.is_some() && clif.contains("\n    fn0 = ");
+    let code_bytes = object_kernel.machine_code().len();
+    if args.json {
+        let mut json = host_json(args, sig, &kernel, &clif)?;
+        json["target"] = object.triple().into();
+        json["symbol"] = symbol.into();
+        json["explain"] = format!("{header}\n\n{loops}\n").into();
+        json["plan"] = plan.as_ref().map(plan_json).into();
+        json["code_bytes"] = code_bytes.into();
+        json["compile_ns"] = nanos(compile_time).into();
+        let (tool, lines) = match disassembly {
+            Disassembly::Listing { tool, lines } => (Some(tool), Some(lines)),
+            Disassembly::NotFound { .. } => (None, None),
+        };
+        json["disassembler"] = tool.into();
+        json["disassembly"] = lines.into();
+        outln!(out, "{json}");
+        return Ok(());
+    }
+    outln!(out, "{header}");
+    outln!(out, "target:        {}", object.triple());
+    outln!(
+        out,
+        "compile time:  {} (the object)",
+        human_time(compile_time)
+    );
+    outln!(out, "machine code:  {code_bytes} bytes");
+    if !loops.is_empty() {
+        outln!(out);
+        outln!(out, "{loops}");
+    }
+    outln!(out);
+    outln!(
+        out,
+        "Cranelift IR (before optimisation, as the JIT builds it on this host):"
+    );
+    outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
+    if calls_helpers {
+        outln!(
+            out,
+            "(the object calls memcpy where this calls fn0, a copy helper of the crate)"
+        );
+    }
+    outln!(out);
+    match disassembly {
+        Disassembly::Listing { tool, lines } => {
+            outln!(out, "machine code ({}, {tool}):", object.triple());
+            for line in lines {
+                outln!(out, "{line}");
+            }
+        }
+        Disassembly::NotFound { tried } => {
+            outln!(
+                out,
+                "machine code: no disassembler for {} was found on PATH (tried {})",
+                object.triple(),
+                tried.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The JSON object of the host's `explain --json`.
+fn host_json(
+    args: &ExplainArgs,
+    sig: &OpSignature,
+    kernel: &OpKernel,
+    clif: &str,
+) -> Result<Value> {
+    let layout = kernel.layout();
+    let mut json = json!({
+            "signature": sig.to_string(),
+            "op": sig.op_text(),
+            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
+            "policy": sig.policy().to_string(),
+            "dtype": sig.dtype().name(),
+            "index_type": sig.index_type().name(),
+            "data_shape": sig.data_shape(),
+            "indices_shape": sig.indices_shape(),
+            "output_shape": layout.output_shape(),
+            "output_bytes": layout.output_bytes()?,
+            "explain": kernel.compiled().explain(),
+            "resolved_op": kernel.resolved_op(),
+            "plan": kernel.plan().map(plan_json),
+            "outer_extent": kernel.compiled().outer_extent(),
+            "clif": clif,
+            "code_bytes": kernel.code_bytes(),
+            "compile_ns": nanos(kernel.compiled().compile_time()),
+            "disassembly": disassemble(kernel.compiled().machine_code()),
+    });
+    if let Some(quantized) = layout.quantized() {
+        json["data_bytes_shape"] = quantized.data_bytes_shape().into();
+        json["scales_shape"] = quantized.scales_shape().into();
+        json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
+    }
+    Ok(json)
 }
 
 /// The loop plan as JSON: its text, loops, index coordinates, band and buffer sizes.

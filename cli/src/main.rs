@@ -6,6 +6,8 @@
 //! - `run` ([`mod@run`]): one op on `.npy` and `.npz` files.
 //! - `explain` ([`mod@explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
 //! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
+//! - `aot` ([`mod@aot`]): a kernel compiled into a relocatable object for a target triple, with
+//!   a C header (`explain --target` shows such a kernel's code, through [`mod@objdump`]).
 //! - `layer` ([`mod@layer`]): the gather layers of an OpenVINO IR XML file, checked and run.
 //! - `model` (feature `model`): an ONNX model through tract with its gathers JIT-compiled.
 //!
@@ -13,7 +15,7 @@
 //! flags, files, signatures or indices and for buffers too large for memory (one line on
 //! stderr, never an abort), 1 when the JIT and the interpreter disagree (a bug in the crate).
 //!
-//! `run`, `explain` and `bench` take every op, plain or quantized, through one path each: the
+//! `run`, `explain`, `bench` and `aot` take every op, plain or quantized, through one path each: the
 //! one place that tells the op families apart is [`mod@op_kernel`] (and, for the quantized
 //! ops' packed inputs, [`mod@quantized`]).
 //!
@@ -27,6 +29,7 @@ macro_rules! outln {
     };
 }
 
+mod aot;
 mod bench;
 mod buffer;
 mod demo;
@@ -38,6 +41,7 @@ mod layer;
 mod model;
 mod npy;
 mod npz;
+mod objdump;
 mod op_kernel;
 mod opargs;
 mod openvino;
@@ -61,12 +65,13 @@ use crate::failure::{Failure, eprint_line};
 #[command(
     name = "gather-jit",
     version,
-    about = "JIT-compiled Gather, GatherElements and GatherND (Cranelift): run, explain, benchmark",
+    about = "JIT-compiled Gather, GatherElements and GatherND (Cranelift): run, explain, benchmark, compile ahead of time",
     after_help = "Examples:
   gather-jit demo
   gather-jit run --op gather-nd data.npy indices.npy -o out.npy
   gather-jit explain --op gather-nd --data-shape 2x2 --indices-shape 2x1
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128 --json
+  gather-jit aot --op gather --data-shape 30522x768 --indices-shape 8x128 --target aarch64-unknown-linux-gnu -o embed.o --header embed.h
   gather-jit layer examples/seed_layers.xml
   gather-jit model model.onnx --compare   (with the `model` feature)
 
@@ -84,6 +89,7 @@ enum Command {
     Run(run::RunArgs),
     Explain(explain::ExplainArgs),
     Bench(bench::BenchArgs),
+    Aot(aot::AotArgs),
     Layer(layer::LayerArgs),
     /// An ONNX model through tract, its gathers JIT-compiled (needs the `model` feature).
     #[cfg(feature = "model")]
@@ -103,6 +109,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(&args, &mut out),
         Command::Explain(args) => explain::main(&args, &mut out),
         Command::Bench(args) => bench::main(&args, &mut out),
+        Command::Aot(args) => aot::main(&args, &mut out),
         Command::Layer(args) => layer::main(&args, &mut out),
         #[cfg(feature = "model")]
         Command::Model(args) => model::main(&args, &mut out),

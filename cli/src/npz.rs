@@ -291,14 +291,50 @@ pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut file = temporary_in(dir)?;
+    let mut file = temporary_in(directory_of(path))?;
     let written = write(file.as_file_mut()).and_then(|()| file.as_file().sync_all());
     written.map_err(|e| Failure::io("write", file.path(), e))?;
     file.persist(path)
         .map_err(|e| Failure::io("write", path, e.error))?;
     Ok(())
+}
+
+/// Writes every file of `files` (path and contents) or none: each to a temporary file in its
+/// own directory first, then each renamed into place in order, so that a failure to create or
+/// write any of them leaves nothing behind. If a rename fails, the files already renamed are
+/// removed again (one that had replaced an earlier file of its name leaves neither).
+///
+/// # Errors
+/// A temporary file cannot be made, written or renamed.
+pub fn write_together(files: &[(&Path, &[u8])]) -> Result<()> {
+    let mut temps = Vec::with_capacity(files.len());
+    for &(path, bytes) in files {
+        // On an error, dropping `temps` removes the temporary files written so far.
+        let mut file = temporary_in(directory_of(path))?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.as_file().sync_all());
+        written.map_err(|e| Failure::io("write", path, e))?;
+        temps.push((file, path));
+    }
+    let mut renamed = Vec::with_capacity(files.len());
+    // Leaving the loop early drops the temporary files not yet renamed, which removes them.
+    for (file, path) in temps {
+        if let Err(e) = file.persist(path) {
+            for done in renamed {
+                let _ = std::fs::remove_file(done);
+            }
+            return Err(Failure::io("write", path, e.error));
+        }
+        renamed.push(path);
+    }
+    Ok(())
+}
+
+/// The directory a file is written in (`.` for a bare file name).
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }

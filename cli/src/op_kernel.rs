@@ -10,10 +10,11 @@
 use std::fmt;
 use std::sync::Arc;
 
+use gather_jit::aot::{AotKernel, ObjectBuilder};
 use gather_jit::interp::{interpret, interpret_quantized};
 use gather_jit::ir::Validated;
 use gather_jit::quant::QuantizedLayout;
-use gather_jit::specialize::Plan;
+use gather_jit::specialize::{Host, Plan};
 use gather_jit::{
     CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
     QuantizedKernel, QuantizedSignature, Signature, Tuning,
@@ -102,6 +103,28 @@ impl OpSignature {
                     .map_err(Failure::from),
             ),
             OpSignature::Quantized(_) => None,
+        }
+    }
+
+    /// Compiles the op into `object`, exported as `symbol` (`gather-jit aot`, `explain
+    /// --target`).
+    ///
+    /// # Errors
+    /// An invalid signature or symbol; a kernel the object's target cannot take.
+    pub fn add_to<'o>(&self, object: &'o mut ObjectBuilder, symbol: &str) -> Result<&'o AotKernel> {
+        Ok(match self {
+            OpSignature::Plain(sig) => object.add(symbol, sig)?,
+            OpSignature::Quantized(sig) => object.add_quantized(symbol, sig)?,
+        })
+    }
+
+    /// The tuning of the kernel whose plan and CLIF an object's kernel has: without bands for
+    /// the plain gathers (an object's plans never band, see `gather_jit::aot`), the default
+    /// for the quantized ones (which have no tuning).
+    pub fn object_tuning(&self) -> Tuning {
+        match self {
+            OpSignature::Plain(_) => Tuning::NO_BANDS,
+            OpSignature::Quantized(_) => Tuning::default(),
         }
     }
 
@@ -324,6 +347,26 @@ impl OpKernel {
             OpKernel::Plain(k) => Some(k.plan()),
             OpKernel::Quantized(_) => None,
         }
+    }
+
+    /// The loop plan of the op's kernel in an object (`gather_jit::aot`), for the kernels
+    /// built from one: as the JIT's without bands, and without streaming stores, which
+    /// objects never use.
+    ///
+    /// # Errors
+    /// A stride that overflows (as for the JIT's plan).
+    pub fn object_plan(&self) -> Result<Option<Plan>> {
+        let never_streams = Host {
+            streaming_output_bytes: u64::MAX,
+        };
+        Ok(match self {
+            OpKernel::Plain(k) => Some(Plan::for_host(
+                k.validated(),
+                Tuning::NO_BANDS,
+                never_streams,
+            )?),
+            OpKernel::Quantized(_) => None,
+        })
     }
 
     /// The op with its attributes resolved (normalised axes, index depth), where the library

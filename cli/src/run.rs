@@ -320,7 +320,7 @@ pub(crate) fn refuse_to_overwrite(output: &Path, inputs: &[(&str, &Path)]) -> Re
 }
 
 /// Whether `a` and `b` name one existing file (after following symlinks).
-fn same_file(a: &Path, b: &Path) -> bool {
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

@@ -1080,12 +1080,12 @@ fn layer_rejects_unusable_files() {
 
 #[test]
 fn every_subcommand_has_help_with_an_example() {
-    for sub in ["demo", "run", "explain", "bench", "layer"] {
+    for sub in ["demo", "run", "explain", "bench", "layer", "aot"] {
         let out = ok(&[sub, "--help"]);
         assert!(out.contains("Example"), "{sub}: {out}");
     }
     let out = ok(&["--help"]);
-    for sub in ["demo", "run", "explain", "bench", "layer"] {
+    for sub in ["demo", "run", "explain", "bench", "layer", "aot"] {
         assert!(out.contains(sub), "{out}");
     }
     let out = gather_jit().output().unwrap();
