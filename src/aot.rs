@@ -160,9 +160,11 @@ pub struct Buffer {
 #[derive(Clone, Debug)]
 pub struct AotKernel {
     symbol: String,
-    description: String,
+    explain: String,
     buffers: Vec<Buffer>,
     machine_code: Vec<u8>,
+    clif: String,
+    plan: Option<Plan>,
 }
 
 impl AotKernel {
@@ -173,7 +175,24 @@ impl AotKernel {
 
     /// Its signature, as the JIT's kernels print theirs.
     pub fn description(&self) -> &str {
-        &self.description
+        self.explain.lines().next().unwrap_or_default()
+    }
+
+    /// Its signature, then the loop nest of the object's plan (never banded, never
+    /// streaming), as `explain` prints a JIT kernel's.
+    pub fn explain(&self) -> &str {
+        &self.explain
+    }
+
+    /// The CLIF text of the kernel behind the entry point, before Cranelift's optimisations.
+    pub fn clif(&self) -> &str {
+        &self.clif
+    }
+
+    /// The plan of a gather's kernel (`None` for a quantized one).
+    #[cfg(feature = "unstable")]
+    pub fn plan(&self) -> Option<&Plan> {
+        self.plan.as_ref()
     }
 
     /// The entry point's buffer parameters, in order (the last, `bad_position`, is not one).
@@ -237,16 +256,17 @@ impl ObjectBuilder {
         let validated = signature.validate()?;
         let plan = Plan::for_host(&validated, Tuning::NO_BANDS, OBJECT_HOST)?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let (id, machine_code) = codegen::define_in_object(&mut self.module, &inner, &plan)
+        let defined = codegen::define_in_object(&mut self.module, &inner, &plan)
             .map_err(|e| self.unsupported(e))?;
         let extent = plan.loops[0].extent;
-        self.define_entry(symbol, id, 2, extent, Some(&plan))?;
+        self.define_entry(symbol, defined.id, 2, extent, Some(&plan))?;
         let buffers = vec![
             buffer("data", plan.data_bytes),
             buffer("indices", plan.indices_bytes),
             buffer("output", plan.output_bytes),
         ];
-        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+        let explain = format!("{signature}\n\n{plan}");
+        Ok(self.push(symbol, explain, buffers, defined, Some(plan)))
     }
 
     /// Compiles the quantized gather of `signature` and exports it as `symbol`.
@@ -261,10 +281,9 @@ impl ObjectBuilder {
         self.check_symbol(symbol)?;
         let layout = signature.validate()?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let (id, machine_code) =
-            QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
-                .map_err(|e| self.unsupported(e))?;
-        self.define_entry(symbol, id, 4, layout.index_count() as u64, None)?;
+        let defined = QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
+            .map_err(|e| self.unsupported(e))?;
+        self.define_entry(symbol, defined.id, 4, layout.index_count() as u64, None)?;
         let bytes = |n: usize| n as u64;
         let buffers = vec![
             buffer("data", bytes(layout.data_bytes())),
@@ -273,7 +292,8 @@ impl ObjectBuilder {
             buffer("zero_points", bytes(layout.zero_points_bytes())),
             buffer("output", bytes(layout.output_bytes())),
         ];
-        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+        let explain = format!("{signature}\n\n{}", crate::quant::lower::loop_text(&layout));
+        Ok(self.push(symbol, explain, buffers, defined, None))
     }
 
     /// Writes the object.
@@ -338,16 +358,19 @@ impl ObjectBuilder {
     fn push(
         &mut self,
         symbol: &str,
-        description: String,
+        explain: String,
         buffers: Vec<Buffer>,
-        machine_code: Vec<u8>,
+        defined: driver::Defined,
+        plan: Option<Plan>,
     ) -> &AotKernel {
         self.symbols.insert(symbol.to_string());
         self.kernels.push(AotKernel {
             symbol: symbol.to_string(),
-            description,
+            explain,
             buffers,
-            machine_code,
+            machine_code: defined.code,
+            clif: defined.clif.unwrap_or_default(),
+            plan,
         });
         &self.kernels[self.kernels.len() - 1]
     }
@@ -514,7 +537,7 @@ impl Object {
             self.triple
         );
         for kernel in &self.kernels {
-            let _ = writeln!(h, "/* {} */", kernel.description);
+            let _ = writeln!(h, "/* {} */", kernel.description());
             for buffer in &kernel.buffers {
                 let _ = writeln!(
                     h,

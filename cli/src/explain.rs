@@ -107,22 +107,17 @@ fn for_target(
     let started = Instant::now();
     let (object, object_kernel) = aot::object(&target, sig, &symbol)?;
     let compile_time = started.elapsed();
-    let plan = kernel.object_plan()?;
-    let clif = kernel.compiled().clif()?;
+    let plan = object_kernel.plan().cloned();
+    let clif = object_kernel.clif().to_string();
     let disassembly = objdump::disassemble(&object, &symbol)?;
     // The header lines of the JIT's explanation, with the object's loops.
     let explained = kernel.compiled().explain();
-    let (header, loops) = explained
+    let (header, _) = explained
         .split_once("\n\n")
         .unwrap_or((explained.as_str(), ""));
-    let loops = match &plan {
-        Some(plan) => plan.to_string(),
-        None => loops.to_string(),
-    };
-    let loops = loops.strip_suffix('\n').unwrap_or(&loops);
-    // Where the JIT's code calls a copy helper of the crate (`fn0 = ...`), the object's calls
-    // `memcpy`: the IR is otherwise the object's.
-    let calls_helpers = plan.is_some() && clif.contains("\n    fn0 = ");
+    let loops = (object_kernel.explain().split_once("\n\n"))
+        .map_or("", |(_, loops)| loops)
+        .trim_end_matches('\n');
     let code_bytes = object_kernel.machine_code().len();
     if args.json {
         let mut json = host_json(args, sig, &kernel, &clif)?;
@@ -154,17 +149,8 @@ fn for_target(
         outln!(out, "{loops}");
     }
     outln!(out);
-    outln!(
-        out,
-        "Cranelift IR (before optimisation, as the JIT builds it on this host):"
-    );
+    outln!(out, "Cranelift IR (before optimisation):");
     outln!(out, "{}", clif.strip_suffix('\n').unwrap_or(&clif));
-    if calls_helpers {
-        outln!(
-            out,
-            "(the object calls memcpy where this calls fn0, a copy helper of the crate)"
-        );
-    }
     outln!(out);
     match disassembly {
         Disassembly::Listing { tool, lines } => {

@@ -14,7 +14,7 @@ use gather_jit::aot::{AotKernel, ObjectBuilder};
 use gather_jit::interp::{interpret, interpret_quantized};
 use gather_jit::ir::Validated;
 use gather_jit::quant::QuantizedLayout;
-use gather_jit::specialize::{Host, Plan};
+use gather_jit::specialize::Plan;
 use gather_jit::{
     CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
     QuantizedKernel, QuantizedSignature, Signature, Tuning,
@@ -347,26 +347,6 @@ impl OpKernel {
             OpKernel::Plain(k) => Some(k.plan()),
             OpKernel::Quantized(_) => None,
         }
-    }
-
-    /// The loop plan of the op's kernel in an object (`gather_jit::aot`), for the kernels
-    /// built from one: as the JIT's without bands, and without streaming stores, which
-    /// objects never use.
-    ///
-    /// # Errors
-    /// A stride that overflows (as for the JIT's plan).
-    pub fn object_plan(&self) -> Result<Option<Plan>> {
-        let never_streams = Host {
-            streaming_output_bytes: u64::MAX,
-        };
-        Ok(match self {
-            OpKernel::Plain(k) => Some(Plan::for_host(
-                k.validated(),
-                Tuning::NO_BANDS,
-                never_streams,
-            )?),
-            OpKernel::Quantized(_) => None,
-        })
     }
 
     /// The op with its attributes resolved (normalised axes, index depth), where the library

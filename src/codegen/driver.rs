@@ -179,14 +179,16 @@ pub(crate) fn compile<F: EntryPoint>(
         isa.default_call_conv(),
         isa.frontend_config().pointer_type(),
     );
-    let (id, code_bytes) = define(
+    let defined = define(
         &mut module,
         name,
         Linkage::Export,
         &signature,
         imports,
+        false,
         lower,
     )?;
+    let (id, code_bytes) = (defined.id, defined.code.len());
     module
         .finalize_definitions()
         .map_err(|e| codegen_error(&e))?;
@@ -196,7 +198,7 @@ pub(crate) fn compile<F: EntryPoint>(
     let entry = unsafe { F::from_address(address) };
     Ok(Code {
         entry,
-        code_bytes: code_bytes.len(),
+        code_bytes,
         _memory: ModuleMemory(Mutex::new(Some(module))),
     })
 }
@@ -206,17 +208,28 @@ pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
     Error::Codegen(e.to_string())
 }
 
+/// A function [`define`] compiled into a module.
+pub(crate) struct Defined {
+    /// Its id in the module.
+    pub(crate) id: FuncId,
+    /// Its machine code as emitted, before relocation.
+    pub(crate) code: Vec<u8>,
+    /// Its CLIF text before Cranelift's optimisations, when asked for.
+    pub(crate) clif: Option<String>,
+}
+
 /// Declares and defines one function named `name` with `signature` in `module` (JIT memory or
 /// an object), its body emitted by `lower` with references to `imports` (whose addresses only
-/// a JIT module uses). Returns its id and its machine code as emitted, before relocation.
+/// a JIT module uses); with `keep_clif`, keeps the function's CLIF text.
 pub(crate) fn define<M: Module>(
     module: &mut M,
     name: &str,
     linkage: Linkage,
     signature: &Signature,
     imports: &[Import],
+    keep_clif: bool,
     lower: impl Lower,
-) -> Result<(FuncId, Vec<u8>)> {
+) -> Result<Defined> {
     let id = module
         .declare_function(name, linkage, signature)
         .map_err(|e| codegen_error(&e))?;
@@ -242,6 +255,7 @@ pub(crate) fn define<M: Module>(
         if let Some(lower) = lower.take() {
             lower(&mut ctx.func, builder_context, config, &refs);
         }
+        let clif = keep_clif.then(|| ctx.func.display().to_string());
         let result = match vectors_missing(module.isa(), &ctx.func) {
             Some(error) => Err(error),
             None => module.define_function(id, ctx).map_err(|e| match e {
@@ -255,7 +269,7 @@ pub(crate) fn define<M: Module>(
             .compiled_code()
             .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
         ctx.clear();
-        result.map(|()| code)
+        result.map(|()| (code, clif))
     };
     // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use
     // compiles with fresh ones.
@@ -264,11 +278,11 @@ pub(crate) fn define<M: Module>(
         let (ctx, builder_context) = &mut *contexts;
         Some(define(ctx, builder_context))
     });
-    let code = match reused {
+    let (code, clif) = match reused {
         Ok(Some(result)) => result,
         _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
     }?;
-    Ok((id, code))
+    Ok(Defined { id, code, clif })
 }
 
 /// The error for `func` if it uses 128-bit vectors and `isa` has no vector registers:

@@ -105,7 +105,7 @@ impl QuantizedKernel {
         module: &mut M,
         name: &str,
         layout: &QuantizedLayout,
-    ) -> Result<(cranelift_module::FuncId, Vec<u8>)> {
+    ) -> Result<driver::Defined> {
         let isa = module.isa();
         let signature = QuantizedFn::signature(isa.default_call_conv(), isa.pointer_type());
         driver::define(
@@ -114,6 +114,7 @@ impl QuantizedKernel {
             cranelift_module::Linkage::Local,
             &signature,
             &[],
+            true,
             |func, context, config, _| lower::lower(layout, func, context, config),
         )
     }
