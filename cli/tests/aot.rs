@@ -334,19 +334,8 @@ fn every_bad_input_is_one_line_and_no_file() {
     }
     // A kernel the target cannot take: 16-byte vector moves on riscv64 without its vector
     // extension.
-    let vectors = [
-        "aot",
-        "--op",
-        "gather",
-        "--data-shape",
-        "100x64",
-        "--indices-shape",
-        "4",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-    ];
     check(
-        [&vectors[..], &both]
+        [&["aot"][..], &RISCV_VECTOR_KERNEL, &both]
             .concat()
             .into_iter()
             .map(String::from)
@@ -422,27 +411,17 @@ fn existing_files_are_never_overwritten_by_a_refused_command() {
     }
 }
 
-/// A kernel the target cannot compile (16-byte vector moves on RISC-V without its vector
-/// extension) is one error line.
-#[test]
-fn a_kernel_riscv64gc_cannot_take_is_one_line() {
-    let dir = refusal_dir(&[]);
-    let object = dir.path().join("k.o");
-    let args = [
-        "aot",
-        "--op",
-        "gather",
-        "--data-shape",
-        "100x64",
-        "--indices-shape",
-        "4",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-        "-o",
-        utf8(&object),
-    ];
-    refused(dir.path(), &args, "riscv64gc");
-}
+/// A kernel riscv64gc cannot take: 16-byte vector moves without its vector extension.
+const RISCV_VECTOR_KERNEL: [&str; 8] = [
+    "--op",
+    "gather",
+    "--data-shape",
+    "100x64",
+    "--indices-shape",
+    "4",
+    "--target",
+    "riscv64gc-unknown-linux-gnu",
+];
 
 /// Whether `tool` runs.
 fn on_path(tool: &str) -> bool {
@@ -528,18 +507,8 @@ fn explain_target_refuses_what_aot_refuses() {
         let line = usage_error(&[&["explain"][..], &GATHER, &["--target", triple]].concat());
         assert!(line.contains(needle), "{line}");
     }
-    let vectors = [
-        "explain",
-        "--op",
-        "gather",
-        "--data-shape",
-        "100x64",
-        "--indices-shape",
-        "4",
-        "--target",
-        "riscv64gc-unknown-linux-gnu",
-    ];
-    let out = gather_jit().args(vectors).output().unwrap();
+    let vectors = [&["explain"][..], &RISCV_VECTOR_KERNEL].concat();
+    let out = gather_jit().args(&vectors).output().unwrap();
     let line = one_error_line(&vectors, out);
     assert!(
         line.contains("target riscv64gc-unknown-linux-gnu"),

@@ -208,6 +208,19 @@ pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
     Error::Codegen(e.to_string())
 }
 
+/// Defines a kernel of entry type `F` as the local function `name` of an object's `module`,
+/// calling no helper, with its CLIF text kept (for `explain --target`).
+#[cfg(feature = "aot")]
+pub(crate) fn define_in_object<F: EntryPoint, M: Module>(
+    module: &mut M,
+    name: &str,
+    lower: impl Lower,
+) -> Result<Defined> {
+    let isa = module.isa();
+    let signature = F::signature(isa.default_call_conv(), isa.pointer_type());
+    define(module, name, Linkage::Local, &signature, &[], true, lower)
+}
+
 /// A function [`define`] compiled into a module.
 pub(crate) struct Defined {
     /// Its id in the module.

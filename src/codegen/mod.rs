@@ -125,22 +125,14 @@ pub(crate) fn define_in_object<M: cranelift_module::Module>(
 ) -> Result<driver::Defined> {
     debug_assert!(!plan.lookup.streaming && plan.band.is_none());
     let plan = &code_plan(plan);
-    let isa = module.isa();
-    let signature = KernelFn::signature(isa.default_call_conv(), isa.pointer_type());
     let helpers = lower::Helpers {
         stream_copy: None,
         prefetch_copy: None,
         prefetch_rows: None,
     };
-    driver::define(
-        module,
-        name,
-        cranelift_module::Linkage::Local,
-        &signature,
-        &[],
-        true,
-        |func, context, config, _| lower::lower(plan, func, context, config, helpers),
-    )
+    driver::define_in_object::<KernelFn, M>(module, name, |func, context, config, _| {
+        lower::lower(plan, func, context, config, helpers)
+    })
 }
 
 /// The CLIF text of the kernel for `plan` (before optimisation), for `explain`.

@@ -106,17 +106,9 @@ impl QuantizedKernel {
         name: &str,
         layout: &QuantizedLayout,
     ) -> Result<driver::Defined> {
-        let isa = module.isa();
-        let signature = QuantizedFn::signature(isa.default_call_conv(), isa.pointer_type());
-        driver::define(
-            module,
-            name,
-            cranelift_module::Linkage::Local,
-            &signature,
-            &[],
-            true,
-            |func, context, config, _| lower::lower(layout, func, context, config),
-        )
+        driver::define_in_object::<QuantizedFn, M>(module, name, |func, context, config, _| {
+            lower::lower(layout, func, context, config)
+        })
     }
 
     /// What this kernel does, for people: the signature, every buffer's shape and the loop
