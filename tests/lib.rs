@@ -13,6 +13,7 @@ mod jit;
 mod jit_props;
 mod quantized;
 mod reliability;
+mod scatter;
 mod scatter_conformance;
 mod seeds;
 mod soundness;
