@@ -203,38 +203,15 @@ fn resolve_indices(layout: &ScatterLayout, indices: &[u8]) -> Result<Vec<usize>>
 /// already wrote is an error naming both.
 fn check_duplicates(layout: &ScatterLayout, resolved: &[usize]) -> Result<()> {
     let sig = layout.signature();
-    let data = &sig.data_shape;
-    let indices = &sig.indices_shape;
-    // Per write: (key, position in indices, data coordinates); ScatterND writes a whole slice
-    // per tuple, and two tuples' slices are the same or disjoint.
-    let (writes, key_of): (usize, Box<dyn Fn(usize) -> (usize, Vec<usize>, Vec<usize>)>) =
-        match layout.op() {
-            ResolvedScatter::Nd { index_depth: k } => {
-                if layout.slice_len() == 0 {
-                    return Ok(()); // every slice is empty: nothing is written twice
-                }
-                let tuples = indices[..indices.len() - 1].to_vec();
-                let count = tuples.iter().product();
-                (
-                    count,
-                    Box::new(move |t| {
-                        let coords = resolved[t * k..(t + 1) * k].to_vec();
-                        (ravel(&coords, &data[..k]), unravel(t, &tuples), coords)
-                    }),
-                )
-            }
-            ResolvedScatter::Elements { axis } => (
-                resolved.len(),
-                Box::new(move |i| {
-                    let mut p = unravel(i, indices);
-                    let position = p.clone();
-                    p[axis] = resolved[i];
-                    (ravel(&p, data), position, p)
-                }),
-            ),
-            // No flavor of ScatterUpdate forbids duplicates.
-            ResolvedScatter::Update { .. } => return Ok(()),
-        };
+    let writes = match layout.op() {
+        // A tuple writes a whole slice; two tuples' slices are the same or disjoint.
+        ResolvedScatter::Nd { index_depth } if layout.slice_len() > 0 => {
+            resolved.len() / index_depth
+        }
+        ResolvedScatter::Elements { .. } => resolved.len(),
+        // Empty slices write nothing; no flavor of ScatterUpdate forbids duplicates.
+        ResolvedScatter::Nd { .. } | ResolvedScatter::Update { .. } => return Ok(()),
+    };
     let mut first_writer: HashMap<usize, usize> = HashMap::new();
     first_writer
         .try_reserve(writes)
@@ -243,19 +220,45 @@ fn check_duplicates(layout: &ScatterLayout, resolved: &[usize]) -> Result<()> {
             bytes: writes.saturating_mul(2 * size_of::<usize>()),
         })?;
     for w in 0..writes {
-        let (key, position, target) = key_of(w);
+        let (key, target) = write_of(layout, resolved, w);
         if let Some(&earlier) = first_writer.get(&key) {
             return Err(Error::DuplicateIndex {
                 op: sig.op.name(),
                 flavor: sig.flavor,
-                first: key_of(earlier).1,
-                second: position,
+                first: write_position(layout, earlier),
+                second: write_position(layout, w),
                 target,
             });
         }
         first_writer.insert(key, w);
     }
     Ok(())
+}
+
+/// Write `w` of ScatterND (tuple `w`) or ScatterElements (index `w`): the data offset it
+/// starts at and the data coordinates (ScatterND: the tuple's).
+fn write_of(layout: &ScatterLayout, resolved: &[usize], w: usize) -> (usize, Vec<usize>) {
+    let sig = layout.signature();
+    match layout.op() {
+        ResolvedScatter::Nd { index_depth: k } => {
+            let coords = resolved[w * k..(w + 1) * k].to_vec();
+            (ravel(&coords, &sig.data_shape[..k]), coords)
+        }
+        ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } => {
+            let mut p = unravel(w, &sig.indices_shape);
+            p[axis] = resolved[w];
+            (ravel(&p, &sig.data_shape), p)
+        }
+    }
+}
+
+/// Where write `w` is in indices (ScatterND: the tuple's position, without the last dim).
+fn write_position(layout: &ScatterLayout, w: usize) -> Vec<usize> {
+    let indices = &layout.signature().indices_shape;
+    match layout.op() {
+        ResolvedScatter::Nd { .. } => unravel(w, &indices[..indices.len() - 1]),
+        _ => unravel(w, indices),
+    }
 }
 
 /// A vector of `len` default values, or [`Error::Allocation`].

@@ -287,11 +287,14 @@ impl Lane for f16 {
 /// Which operand `max` (or `min`) keeps, comparing the values `c` and `u` they stand for (a
 /// half-precision operand compares as its `f32` value).
 fn pick<T, K: PartialOrd>(current: T, update: T, c: K, u: K, max: bool, ties: TieBreak) -> T {
-    let keep_current = match (max, ties) {
-        (true, TieBreak::Update) => c > u,
-        (false, TieBreak::Update) => c < u,
-        (true, TieBreak::Current) => !(c < u),
-        (false, TieBreak::Current) => !(u < c),
+    use std::cmp::Ordering::{Greater, Less};
+    // `None` when a NaN makes the two unordered.
+    let order = c.partial_cmp(&u);
+    let keep_current = match ties {
+        // max: current > update ? current : update (min: <).
+        TieBreak::Update => order == Some(if max { Greater } else { Less }),
+        // max: current < update ? update : current (min: update < current ? update : current).
+        TieBreak::Current => order != Some(if max { Less } else { Greater }),
     };
     if keep_current { current } else { update }
 }
