@@ -312,6 +312,10 @@ proptest! {
     #[test]
     fn in_place_equals_out_of_place(p in any_problem()) {
         let layout = p.signature.validate().expect("generated signatures are valid");
+        prop_assert_eq!(
+            layout.updates_len(),
+            layout.outer_len() * layout.index_count() * layout.slice_len()
+        );
         let indices = p.indices_bytes();
         let out = interpret_scatter(&layout, &p.data, &indices, &p.updates);
         let mut buffer = p.data.clone();

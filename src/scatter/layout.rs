@@ -70,6 +70,25 @@ impl ScatterLayout {
         self.signature.updates_shape.iter().product()
     }
 
+    /// The number of writes: index tuples for ScatterND (`prod(indices.shape[:-1])`), indices
+    /// otherwise.
+    pub fn index_count(&self) -> usize {
+        let indices = &self.signature.indices_shape;
+        match self.op {
+            ResolvedScatter::Nd { .. } => indices[..indices.len() - 1].iter().product(),
+            _ => indices.iter().product(),
+        }
+    }
+
+    /// Slices each index writes: `prod(data.shape[:axis])` for ScatterUpdate (one per leading
+    /// position), 1 otherwise. `updates_len() == outer_len() * index_count() * slice_len()`.
+    pub fn outer_len(&self) -> usize {
+        match self.op {
+            ResolvedScatter::Update { axis } => self.signature.data_shape[..axis].iter().product(),
+            _ => 1,
+        }
+    }
+
     /// Elements written per index (ScatterND: per tuple): `prod(data.shape[k:])` for
     /// ScatterND, 1 for ScatterElements, `prod(data.shape[axis+1:])` for ScatterUpdate (one
     /// contiguous run of data for each).
