@@ -1,5 +1,6 @@
 //! The crate's error type: every failure names the op, what was wrong and where.
 
+use crate::scatter::{Reduction, ScatterFlavor};
 use crate::types::{DType, Flavor, IndexType, OpName, ShapeDisplay};
 
 /// Everything that can go wrong, from signature validation to a bad index at run time.
@@ -41,7 +42,7 @@ pub enum Error {
     RankTooSmall {
         /// The operator.
         op: OpName,
-        /// `data` or `indices`.
+        /// `data`, `indices` or `updates`.
         input: &'static str,
         /// The rank given.
         rank: usize,
@@ -54,7 +55,7 @@ pub enum Error {
     RankTooLarge {
         /// The operator.
         op: OpName,
-        /// `data`, `indices` or `output`.
+        /// `data`, `indices`, `updates` or `output`.
         input: &'static str,
         /// The rank given (or inferred, for the output).
         rank: usize,
@@ -159,7 +160,7 @@ pub enum Error {
     #[error("{what} of shape {shape} has more elements or bytes than fit in memory", shape = ShapeDisplay(shape))]
     #[non_exhaustive]
     SizeOverflow {
-        /// Which tensor (`data`, `indices`, `output`).
+        /// Which tensor (`data`, `indices`, `updates`, `output`).
         what: &'static str,
         /// Its shape.
         shape: Vec<usize>,
@@ -182,6 +183,84 @@ pub enum Error {
         data_dim: usize,
         /// The size of that dimension.
         dim_size: usize,
+    },
+    /// Two updates of one data element under a flavor that forbids it (TensorRT's scatter calls
+    /// it undefined behaviour), found before anything is written.
+    #[error(
+        "{op}: indices at positions {first} and {second} both write data at {target} (flavor {flavor} forbids duplicate indices)",
+        first = ShapeDisplay(first), second = ShapeDisplay(second), target = ShapeDisplay(target)
+    )]
+    #[non_exhaustive]
+    DuplicateIndex {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: ScatterFlavor,
+        /// Position in indices of the earlier index (ScatterND: of its tuple, without the last
+        /// dim).
+        first: Vec<usize>,
+        /// Position of the later one, in the same form.
+        second: Vec<usize>,
+        /// The data coordinates both write (ScatterND: the tuple's, which start a slice).
+        target: Vec<usize>,
+    },
+    /// A scatter flavor does not define this operator (e.g. `openvino-scatterupdate3` with
+    /// ScatterND).
+    #[error("{op}: flavor {flavor} does not define this operator")]
+    #[non_exhaustive]
+    ScatterFlavorMismatch {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: ScatterFlavor,
+    },
+    /// A reduction the scatter flavor does not define, or does not define on the element type
+    /// (`mean` on `bool`).
+    #[error("{op}: flavor {flavor} does not define reduction {reduction} on {dtype} ({allowed})")]
+    #[non_exhaustive]
+    UnsupportedReduction {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: ScatterFlavor,
+        /// The reduction given.
+        reduction: Reduction,
+        /// The element type.
+        dtype: DType,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// A scatter attribute value the flavor does not have (`use_init_val=false` outside
+    /// ScatterElementsUpdate-12).
+    #[error("{op}: flavor {flavor} does not support {attribute}={value} ({allowed})")]
+    #[non_exhaustive]
+    UnsupportedScatterAttribute {
+        /// The operator.
+        op: OpName,
+        /// The flavor.
+        flavor: ScatterFlavor,
+        /// Attribute name.
+        attribute: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// A scatter's updates shape is not the one its data and indices call for.
+    #[error(
+        "{op}: updates have shape {actual} but must have shape {expected} ({rule})",
+        actual = ShapeDisplay(actual), expected = ShapeDisplay(expected)
+    )]
+    #[non_exhaustive]
+    UpdatesShapeMismatch {
+        /// The operator.
+        op: OpName,
+        /// The shape the rule gives.
+        expected: Vec<usize>,
+        /// The shape given.
+        actual: Vec<usize>,
+        /// The rule (e.g. `indices.shape[:-1] + data.shape[k:]`).
+        rule: &'static str,
     },
     /// A buffer or array does not match the kernel's signature.
     #[error("{what}: expected {expected}, got {actual}")]
@@ -288,6 +367,11 @@ impl Error {
             Error::DimMismatch { .. } => "shape mismatch",
             Error::SizeOverflow { .. } => "size overflow",
             Error::IndexOutOfRange { .. } => "index out of bounds",
+            Error::DuplicateIndex { .. } => "duplicate index",
+            Error::ScatterFlavorMismatch { .. } => "flavor mismatch",
+            Error::UnsupportedReduction { .. } => "unsupported reduction",
+            Error::UnsupportedScatterAttribute { .. } => "unsupported attribute",
+            Error::UpdatesShapeMismatch { .. } => "updates shape mismatch",
             Error::BufferMismatch { .. } => "buffer mismatch",
             Error::DTypeMismatch { .. } | Error::IndexTypeMismatch { .. } => "type mismatch",
             Error::Allocation { .. } => "allocation failed",

@@ -1,5 +1,6 @@
 //! The reference interpreters: the oracles every other path is tested against, [`interpret`]
-//! for the gathers and [`interpret_quantized`] for the quantized gathers.
+//! for the gathers, [`interpret_quantized`] for the quantized gathers and
+//! [`interpret_scatter`] / [`interpret_scatter_in_place`] for the scatters.
 //!
 //! Written straight from the specs' formulas, one output element at a time, with coordinates
 //! unravelled by hand. It shares nothing with the specialiser or the code generator (only the
@@ -15,6 +16,9 @@ use crate::ir::{Flavor, OutOfRange, ResolvedOp, Validated, unravel};
 
 /// The quantized gathers' interpreter (it lives beside their definition in `quant/`).
 pub use crate::quant::interpret_quantized;
+/// The scatters' interpreter, in place and out of place (it lives beside their definition in
+/// `scatter/`).
+pub use crate::scatter::{interpret_scatter, interpret_scatter_in_place};
 
 /// Runs the op of `signature` on native-endian, C-contiguous byte buffers.
 ///

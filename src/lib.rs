@@ -64,6 +64,9 @@
 //!   functions use a process-wide one.
 //! - [`Error`]: what went wrong and where, with a stable [`Error::category`].
 //! - [`interp::interpret`]: the reference interpreter.
+//! - Scatters ([`scatter`]): ScatterND, ScatterElements and ScatterUpdate with reductions,
+//!   under ONNX, OpenVINO and TensorRT rules ([`scatter::ScatterSignature`]), with their
+//!   reference interpreter ([`interp::interpret_scatter`], in place and out of place).
 //! - Quantized gathers ([`quant`]): rows of a quantized table dequantized as they are gathered,
 //!   ONNX Runtime's `GatherBlockQuantized` ([`jit_gather_block_quantized`]) and GGUF `Q4_0` /
 //!   `Q8_0` rows ([`jit_gather_gguf`]), with their interpreter [`interp::interpret_quantized`];
@@ -90,6 +93,7 @@ pub mod ir;
 mod kernel;
 mod pool;
 pub mod quant;
+pub mod scatter;
 mod types;
 // The loop plan and its tuning: public only under the `unstable` feature, for the CLI's
 // `explain` and `bench`, the benches and the tests; an embedder sees `Kernel::explain`.

@@ -26,6 +26,13 @@ pub enum OpName {
     GatherBlockQuantized,
     /// Rows of GGUF blocks, as llama.cpp's `get_rows` (see [`crate::QuantizedSignature`]).
     GatherGguf,
+    /// `ScatterND` (OpenVINO `ScatterNDUpdate`, TensorRT `kND`; see [`crate::scatter`]).
+    ScatterNd,
+    /// `ScatterElements` (OpenVINO `ScatterElementsUpdate`, TensorRT `kELEMENT`, ONNX's
+    /// deprecated `Scatter`).
+    ScatterElements,
+    /// OpenVINO `ScatterUpdate`: whole slices along `axis`, the inverse of Gather.
+    ScatterUpdate,
 }
 
 impl fmt::Display for OpName {
@@ -36,6 +43,9 @@ impl fmt::Display for OpName {
             OpName::GatherNd => "GatherND",
             OpName::GatherBlockQuantized => "GatherBlockQuantized",
             OpName::GatherGguf => "GatherGGUF",
+            OpName::ScatterNd => "ScatterND",
+            OpName::ScatterElements => "ScatterElements",
+            OpName::ScatterUpdate => "ScatterUpdate",
         })
     }
 }
@@ -94,10 +104,14 @@ impl Flavor {
         Flavor::ALL.into_iter().find(|f| f.name() == name)
     }
 
-    /// Whether this flavor defines `op` (an OpenVINO flavor names one operator version).
+    /// Whether this flavor defines `op` (an OpenVINO flavor names one operator version). The
+    /// scatters have flavors of their own ([`crate::scatter::ScatterFlavor`]).
     pub fn supports(self, op: OpName) -> bool {
         match self {
-            Flavor::Onnx | Flavor::TensorRt => true,
+            Flavor::Onnx | Flavor::TensorRt => matches!(
+                op,
+                OpName::Gather | OpName::GatherElements | OpName::GatherNd
+            ),
             Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => {
                 op == OpName::Gather
             }

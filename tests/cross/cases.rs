@@ -183,7 +183,7 @@ pub fn all(
     (sources.into_iter().flat_map(|(_, c)| c).collect(), counts)
 }
 
-/// Every gather vector with values (`tests/conformance/`, but `quantized/`).
+/// Every gather vector with values (`tests/conformance/`, but `quantized/` and `scatter/`).
 pub fn gather_vectors() -> Vec<Case> {
     let mut cases = Vec::new();
     for path in vectors::gathers::case_files() {

@@ -1,4 +1,4 @@
-//! The gathers' vectors (`tests/conformance/**.json` but `quantized/`; format: its
+//! The gathers' vectors (`tests/conformance/**.json` but `quantized/` and `scatter/`; format: its
 //! `README.md`): the files, and each case's signature and inputs as native-endian bytes.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,8 @@ use gather_jit::{DType, Flavor, IndexType, Op, Signature};
 use serde_json::Value;
 
 /// Every `*.json` file under `tests/conformance/`, recursively, sorted by path, but for the
-/// quantized gathers' cases under `quantized/` (another format, with a runner of its own).
+/// quantized gathers' cases under `quantized/` and the scatters' under `scatter/` (other
+/// formats, with runners of their own).
 pub fn case_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let entries =
@@ -15,7 +16,10 @@ pub fn case_files() -> Vec<PathBuf> {
         for entry in entries {
             let path = entry.expect("directory entry").path();
             if path.is_dir() {
-                if path.file_name().is_some_and(|name| name == "quantized") {
+                if path
+                    .file_name()
+                    .is_some_and(|name| name == "quantized" || name == "scatter")
+                {
                     continue;
                 }
                 walk(&path, out);
