@@ -41,7 +41,8 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module, default_libcall_names};
 use cranelift_object::{ObjectBuilder as ClifObjectBuilder, ObjectModule};
 
-use crate::codegen::{self, driver};
+use crate::codegen;
+use crate::codegen::driver::{self, Emitted};
 use crate::error::{Error, Result};
 use crate::ir::Signature;
 use crate::kernel::QuantizedKernel;
@@ -139,6 +140,21 @@ pub struct Buffer {
     pub bytes: u64,
 }
 
+/// A field of an [`AotKernel`]'s machine code that the linker fills in (a call of `memcpy` or
+/// `memset` takes the function's address from there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relocation {
+    /// Offset of the field in [`AotKernel::machine_code`].
+    pub offset: usize,
+    /// What the linker writes there, as Cranelift names the relocation (e.g. `X86GOTPCRel4`,
+    /// `Arm64Call`).
+    pub kind: String,
+    /// The symbol whose address it refers to.
+    pub symbol: String,
+    /// What is added to that address.
+    pub addend: i64,
+}
+
 /// An exported kernel of an [`Object`].
 #[derive(Clone, Debug)]
 pub struct AotKernel {
@@ -146,6 +162,7 @@ pub struct AotKernel {
     description: String,
     buffers: Vec<Buffer>,
     machine_code: Vec<u8>,
+    relocations: Vec<Relocation>,
 }
 
 impl AotKernel {
@@ -168,6 +185,11 @@ impl AotKernel {
     /// (calls of `memcpy` and `memset`) hold zeros or addends until linked.
     pub fn machine_code(&self) -> &[u8] {
         &self.machine_code
+    }
+
+    /// The relocated fields of [`AotKernel::machine_code`], in code order.
+    pub fn relocations(&self) -> &[Relocation] {
+        &self.relocations
     }
 }
 
@@ -220,7 +242,7 @@ impl ObjectBuilder {
         let validated = signature.validate()?;
         let plan = Plan::for_host(&validated, Tuning::NO_BANDS, OBJECT_HOST)?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let (id, machine_code) = codegen::define_in_object(&mut self.module, &inner, &plan)
+        let (id, emitted) = codegen::define_in_object(&mut self.module, &inner, &plan)
             .map_err(|e| self.unsupported(e))?;
         let extent = plan.loops[0].extent;
         self.define_entry(symbol, id, 2, extent)?;
@@ -229,7 +251,7 @@ impl ObjectBuilder {
             buffer("indices", plan.indices_bytes),
             buffer("output", plan.output_bytes),
         ];
-        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+        Ok(self.push(symbol, signature.to_string(), buffers, emitted))
     }
 
     /// Compiles the quantized gather of `signature` and exports it as `symbol`.
@@ -244,9 +266,8 @@ impl ObjectBuilder {
         self.check_symbol(symbol)?;
         let layout = signature.validate()?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let (id, machine_code) =
-            QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
-                .map_err(|e| self.unsupported(e))?;
+        let (id, emitted) = QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
+            .map_err(|e| self.unsupported(e))?;
         self.define_entry(symbol, id, 4, layout.index_count() as u64)?;
         let bytes = |n: usize| n as u64;
         let buffers = vec![
@@ -256,7 +277,7 @@ impl ObjectBuilder {
             buffer("zero_points", bytes(layout.zero_points_bytes())),
             buffer("output", bytes(layout.output_bytes())),
         ];
-        Ok(self.push(symbol, signature.to_string(), buffers, machine_code))
+        Ok(self.push(symbol, signature.to_string(), buffers, emitted))
     }
 
     /// Writes the object.
@@ -323,14 +344,23 @@ impl ObjectBuilder {
         symbol: &str,
         description: String,
         buffers: Vec<Buffer>,
-        machine_code: Vec<u8>,
+        emitted: Emitted,
     ) -> &AotKernel {
         self.symbols.insert(symbol.to_string());
+        let relocations = (emitted.relocations.into_iter())
+            .map(|r| Relocation {
+                offset: r.offset as usize,
+                kind: format!("{:?}", r.kind),
+                symbol: r.symbol,
+                addend: r.addend,
+            })
+            .collect();
         self.kernels.push(AotKernel {
             symbol: symbol.to_string(),
             description,
             buffers,
-            machine_code,
+            machine_code: emitted.code,
+            relocations,
         });
         &self.kernels[self.kernels.len() - 1]
     }

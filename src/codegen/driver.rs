@@ -14,6 +14,8 @@ use std::cell::RefCell;
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::Context;
+#[cfg(feature = "aot")]
+use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_codegen::ir::{
     ExtFuncData, ExternalName, FuncRef, Function, Signature, UserExternalName, UserFuncName,
 };
@@ -179,7 +181,7 @@ pub(crate) fn compile<F: EntryPoint>(
         isa.default_call_conv(),
         isa.frontend_config().pointer_type(),
     );
-    let (id, code_bytes) = define(
+    let (id, emitted) = define(
         &mut module,
         name,
         Linkage::Export,
@@ -196,7 +198,7 @@ pub(crate) fn compile<F: EntryPoint>(
     let entry = unsafe { F::from_address(address) };
     Ok(Code {
         entry,
-        code_bytes: code_bytes.len(),
+        code_bytes: emitted.code.len(),
         _memory: ModuleMemory(Mutex::new(Some(module))),
     })
 }
@@ -204,6 +206,28 @@ pub(crate) fn compile<F: EntryPoint>(
 /// A Cranelift error as this crate's.
 pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
     Error::Codegen(e.to_string())
+}
+
+/// A function's machine code as Cranelift emitted it, before the module relocates it.
+pub(crate) struct Emitted {
+    /// The code; relocated fields hold zeros or addends.
+    pub(crate) code: Vec<u8>,
+    /// The fields the module (or a linker) fills in, in code order.
+    #[cfg(feature = "aot")]
+    pub(crate) relocations: Vec<EmittedRelocation>,
+}
+
+/// A field of [`Emitted`] code that is filled in when the code is linked.
+#[cfg(feature = "aot")]
+pub(crate) struct EmittedRelocation {
+    /// Offset of the field in the code.
+    pub(crate) offset: u32,
+    /// What is written there.
+    pub(crate) kind: cranelift_codegen::binemit::Reloc,
+    /// The symbol whose address it takes.
+    pub(crate) symbol: String,
+    /// What is added to that address.
+    pub(crate) addend: i64,
 }
 
 /// Declares and defines one function named `name` with `signature` in `module` (JIT memory or
@@ -216,7 +240,7 @@ pub(crate) fn define<M: Module>(
     signature: &Signature,
     imports: &[Import],
     lower: impl Lower,
-) -> Result<(FuncId, Vec<u8>)> {
+) -> Result<(FuncId, Emitted)> {
     let id = module
         .declare_function(name, linkage, signature)
         .map_err(|e| codegen_error(&e))?;
@@ -248,11 +272,27 @@ pub(crate) fn define<M: Module>(
             ),
             other => codegen_error(&other),
         });
-        let code = ctx
-            .compiled_code()
-            .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
+        let emitted = match ctx.compiled_code() {
+            Some(compiled) => Emitted {
+                code: compiled.code_buffer().to_vec(),
+                #[cfg(feature = "aot")]
+                relocations: (compiled.buffer.relocs().iter())
+                    .map(|reloc| EmittedRelocation {
+                        offset: reloc.offset,
+                        kind: reloc.kind,
+                        symbol: relocation_symbol(&*module, &ctx.func, &reloc.target),
+                        addend: reloc.addend,
+                    })
+                    .collect(),
+            },
+            None => Emitted {
+                code: Vec::new(),
+                #[cfg(feature = "aot")]
+                relocations: Vec::new(),
+            },
+        };
         ctx.clear();
-        result.map(|()| code)
+        result.map(|()| emitted)
     };
     // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use
     // compiles with fresh ones.
@@ -266,6 +306,30 @@ pub(crate) fn define<M: Module>(
         _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
     }?;
     Ok((id, code))
+}
+
+/// The symbol a relocation of `func`'s code in `module` refers to, as the module links it.
+#[cfg(feature = "aot")]
+fn relocation_symbol<M: Module>(
+    module: &M,
+    func: &Function,
+    target: &FinalizedRelocTarget,
+) -> String {
+    match target {
+        FinalizedRelocTarget::ExternalName(ExternalName::User(name)) => {
+            let name = &func.params.user_named_funcs()[*name];
+            let id = FuncId::from_u32(name.index);
+            module
+                .declarations()
+                .get_function_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        }
+        FinalizedRelocTarget::ExternalName(ExternalName::LibCall(libcall)) => {
+            default_libcall_names()(*libcall)
+        }
+        other => other.display(Some(&func.params)).to_string(),
+    }
 }
 
 /// The CLIF text (before Cranelift's optimisations) of the function [`compile`] would build

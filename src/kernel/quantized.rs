@@ -137,7 +137,7 @@ impl QuantizedKernel {
         module: &mut M,
         name: &str,
         layout: &QuantizedLayout,
-    ) -> Result<(cranelift_module::FuncId, Vec<u8>)> {
+    ) -> Result<(cranelift_module::FuncId, driver::Emitted)> {
         if !imports(layout)?.is_empty() {
             return Err(Error::UnsupportedTarget {
                 triple: module.isa().triple().to_string(),
