@@ -156,6 +156,21 @@ pub struct Buffer {
     pub bytes: u64,
 }
 
+/// A field of an [`AotKernel`]'s machine code that the linker fills in (a call of `memcpy` or
+/// `memset` takes the function's address from there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Relocation {
+    /// Offset of the field in [`AotKernel::machine_code`].
+    pub offset: usize,
+    /// What the linker writes there, as Cranelift names the relocation (e.g. `X86GOTPCRel4`,
+    /// `Arm64Call`).
+    pub kind: String,
+    /// The symbol whose address it refers to.
+    pub symbol: String,
+    /// What is added to that address.
+    pub addend: i64,
+}
+
 /// An exported kernel of an [`Object`].
 #[derive(Clone, Debug)]
 pub struct AotKernel {
@@ -163,6 +178,7 @@ pub struct AotKernel {
     explain: String,
     buffers: Vec<Buffer>,
     machine_code: Vec<u8>,
+    relocations: Vec<Relocation>,
     clif: String,
     plan: Option<Plan>,
 }
@@ -182,6 +198,11 @@ impl AotKernel {
     /// streaming), as `explain` prints a JIT kernel's.
     pub fn explain(&self) -> &str {
         &self.explain
+    }
+
+    /// The relocated fields of [`AotKernel::machine_code`], in code order.
+    pub fn relocations(&self) -> &[Relocation] {
+        &self.relocations
     }
 
     /// The CLIF text of the kernel behind the entry point, before Cranelift's optimisations.
@@ -364,11 +385,20 @@ impl ObjectBuilder {
         plan: Option<Plan>,
     ) -> &AotKernel {
         self.symbols.insert(symbol.to_string());
+        let relocations = (defined.relocations.into_iter())
+            .map(|r| Relocation {
+                offset: r.offset as usize,
+                kind: format!("{:?}", r.kind),
+                symbol: r.symbol,
+                addend: r.addend,
+            })
+            .collect();
         self.kernels.push(AotKernel {
             symbol: symbol.to_string(),
             explain,
             buffers,
             machine_code: defined.code,
+            relocations,
             clif: defined.clif.unwrap_or_default(),
             plan,
         });

@@ -1,5 +1,5 @@
-//! The `aot` module's refusals and its header: what a caller sees before any object runs (the
-//! objects' outputs are checked by the cross test, `tests/cross/`).
+//! The `aot` module's refusals, its header and its kernels' relocations: what a caller sees
+//! before any object runs (the objects' outputs are checked by the cross test, `tests/cross/`).
 
 use gather_jit::aot::{ObjectBuilder, Target};
 use gather_jit::{Error, QuantizedSignature, Signature};
@@ -114,4 +114,38 @@ fn a_target_without_vector_registers_refuses_vector_code_instead_of_panicking() 
         .expect("an object of the kernel that compiled");
     assert_eq!(object.kernels().len(), 1);
     assert!(object.header("H").contains("int32_t scalars("));
+}
+
+#[test]
+fn relocations_are_the_memcpy_calls_of_large_slices() {
+    for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+        let mut object = builder(triple);
+        // Rows of 1 KiB are copied with memcpy, rows of 64 bytes inline.
+        let large = Signature::gather(&[10, 256], &[3], 0, 0);
+        let small = Signature::gather(&[10, 16], &[3], 0, 0);
+        object.add("large", &large).expect("compiles");
+        object.add("small", &small).expect("compiles");
+        let object = object.finish().expect("object");
+        let [large, small] = object.kernels() else {
+            panic!("two kernels")
+        };
+        assert_eq!(small.relocations(), [], "{triple}");
+        assert!(!large.relocations().is_empty(), "{triple}");
+        for relocation in large.relocations() {
+            assert_eq!(relocation.symbol, "memcpy", "{triple}");
+            assert!(relocation.offset + 4 <= large.machine_code().len());
+        }
+        if triple.starts_with("x86_64") {
+            // The callee's address is loaded from the GOT (`mov r64, [rip + disp32]`), whose
+            // displacement the linker writes: zeros until then.
+            let [got] = large.relocations() else {
+                panic!("one call: {:?}", large.relocations())
+            };
+            assert_eq!(got.kind, "X86GOTPCRel4");
+            let code = large.machine_code();
+            assert_eq!(code[got.offset - 2], 0x8B, "a mov");
+            assert_eq!(code[got.offset - 1] & 0xC7, 0x05, "rip-relative");
+            assert_eq!(code[got.offset..got.offset + 4], [0; 4]);
+        }
+    }
 }

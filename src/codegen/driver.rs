@@ -14,6 +14,8 @@ use std::cell::RefCell;
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::Context;
+#[cfg(feature = "aot")]
+use cranelift_codegen::FinalizedRelocTarget;
 use cranelift_codegen::ir::{
     ExtFuncData, ExternalName, FuncRef, Function, Signature, UserExternalName, UserFuncName,
 };
@@ -229,6 +231,22 @@ pub(crate) struct Defined {
     pub(crate) code: Vec<u8>,
     /// Its CLIF text before Cranelift's optimisations, when asked for.
     pub(crate) clif: Option<String>,
+    /// The fields of `code` the module (or a linker) fills in, in code order.
+    #[cfg(feature = "aot")]
+    pub(crate) relocations: Vec<EmittedRelocation>,
+}
+
+/// A field of [`Defined`] code that is filled in when the code is linked.
+#[cfg(feature = "aot")]
+pub(crate) struct EmittedRelocation {
+    /// Offset of the field in the code.
+    pub(crate) offset: u32,
+    /// What is written there.
+    pub(crate) kind: cranelift_codegen::binemit::Reloc,
+    /// The symbol whose address it takes.
+    pub(crate) symbol: String,
+    /// What is added to that address.
+    pub(crate) addend: i64,
 }
 
 /// Declares and defines one function named `name` with `signature` in `module` (JIT memory or
@@ -281,8 +299,24 @@ pub(crate) fn define<M: Module>(
         let code = ctx
             .compiled_code()
             .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
+        #[cfg(feature = "aot")]
+        let relocations: Vec<EmittedRelocation> = (ctx.compiled_code().into_iter())
+            .flat_map(|compiled| compiled.buffer.relocs())
+            .map(|reloc| EmittedRelocation {
+                offset: reloc.offset,
+                kind: reloc.kind,
+                symbol: relocation_symbol(&*module, &ctx.func, &reloc.target),
+                addend: reloc.addend,
+            })
+            .collect();
         ctx.clear();
-        result.map(|()| (code, clif))
+        result.map(|()| Defined {
+            id,
+            code,
+            clif,
+            #[cfg(feature = "aot")]
+            relocations,
+        })
     };
     // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use
     // compiles with fresh ones.
@@ -291,11 +325,34 @@ pub(crate) fn define<M: Module>(
         let (ctx, builder_context) = &mut *contexts;
         Some(define(ctx, builder_context))
     });
-    let (code, clif) = match reused {
+    match reused {
         Ok(Some(result)) => result,
         _ => define(&mut Context::new(), &mut FunctionBuilderContext::new()),
-    }?;
-    Ok(Defined { id, code, clif })
+    }
+}
+
+/// The symbol a relocation of `func`'s code in `module` refers to, as the module links it.
+#[cfg(feature = "aot")]
+fn relocation_symbol<M: Module>(
+    module: &M,
+    func: &Function,
+    target: &FinalizedRelocTarget,
+) -> String {
+    match target {
+        FinalizedRelocTarget::ExternalName(ExternalName::User(name)) => {
+            let name = &func.params.user_named_funcs()[*name];
+            let id = FuncId::from_u32(name.index);
+            module
+                .declarations()
+                .get_function_decl(id)
+                .linkage_name(id)
+                .into_owned()
+        }
+        FinalizedRelocTarget::ExternalName(ExternalName::LibCall(libcall)) => {
+            default_libcall_names()(*libcall)
+        }
+        other => other.display(Some(&func.params)).to_string(),
+    }
 }
 
 /// The error for `func` if it uses 128-bit vectors and `isa` has no vector registers:
