@@ -105,11 +105,17 @@ pub fn values_of<'a>(name: &str, values: &'a Value) -> &'a [Value] {
 }
 
 /// Encodes JSON values as native-endian elements of `dtype`; every conversion must be exact.
+/// Floats may also be the strings `"nan"`, `"inf"` and `"-inf"`.
 pub fn encode_data(name: &str, dtype: DType, values: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     for v in values_of(name, values) {
         let inexact = || -> ! { panic!("{name}: {v} is not an exact {dtype} value") };
-        let float = v.as_f64();
+        let float = v.as_f64().or_else(|| match v.as_str() {
+            Some("nan") => Some(f64::NAN),
+            Some("inf") => Some(f64::INFINITY),
+            Some("-inf") => Some(f64::NEG_INFINITY),
+            _ => None,
+        });
         let int = v
             .as_i64()
             .map(i128::from)
@@ -124,7 +130,9 @@ pub fn encode_data(name: &str, dtype: DType, values: &Value) -> Vec<u8> {
             ($x:expr) => {{
                 let f = float.unwrap_or_else(|| inexact());
                 let x = $x(f);
-                if f64::from(x) != f {
+                let exact =
+                    f64::from(x) == f && (f != 0.0 || x.is_sign_negative() == f.is_sign_negative());
+                if !(f.is_nan() || exact) {
                     inexact();
                 }
                 out.extend_from_slice(&x.to_ne_bytes())
