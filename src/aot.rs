@@ -109,6 +109,29 @@ impl Target {
                 parsed.binary_format
             )));
         }
+        // Cranelift's backends and `cranelift-object` panic (or fail the verifier) on the
+        // combinations left out: 32-bit pointers, big-endian aarch64, aarch64's GOT
+        // relocations in COFF, s390x outside ELF.
+        if parsed.pointer_width() != Ok(target_lexicon::PointerWidth::U64) {
+            return Err(unsupported(
+                "only targets with 64-bit pointers are supported".into(),
+            ));
+        }
+        use target_lexicon::{Aarch64Architecture, Architecture, BinaryFormat};
+        let format = parsed.binary_format;
+        let supported = match parsed.architecture {
+            Architecture::X86_64 => true,
+            Architecture::Aarch64(Aarch64Architecture::Aarch64) => format != BinaryFormat::Coff,
+            Architecture::Aarch64(_) => false,
+            Architecture::S390x | Architecture::Riscv64(_) => format == BinaryFormat::Elf,
+            _ => true,
+        };
+        if !supported {
+            return Err(unsupported(format!(
+                "no support for {} objects in the {format} format",
+                parsed.architecture
+            )));
+        }
         let mut builder = cranelift_codegen::isa::lookup(parsed)
             .map_err(|e| unsupported(format!("no code generator ({e})")))?;
         for feature in features {
@@ -370,6 +393,14 @@ impl ObjectBuilder {
         if symbol.contains("__gather_jit_") {
             return invalid("contains __gather_jit_, which the object's own symbols use");
         }
+        // Exporting one of the functions the kernels call would bind their calls to the entry
+        // point itself; a C keyword would make the header unparsable.
+        if ["memcpy", "memmove", "memset"].contains(&symbol) {
+            return invalid("names a C library function the object's kernels call");
+        }
+        if C_KEYWORDS.contains(&symbol) {
+            return invalid("a C or C++ keyword");
+        }
         if self.symbols.contains(symbol) {
             return invalid("already exported by this object");
         }
@@ -524,6 +555,85 @@ fn emit_first_rejected(
     }
     b.ins().jump(done, &[]);
 }
+
+/// Keywords of C and C++ that a declaration cannot take as a function name.
+const C_KEYWORDS: &[&str] = &[
+    "alignas",
+    "alignof",
+    "and",
+    "asm",
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "class",
+    "const",
+    "constexpr",
+    "continue",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "explicit",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "mutable",
+    "namespace",
+    "new",
+    "not",
+    "nullptr",
+    "operator",
+    "or",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "while",
+    "_Bool",
+    "_Complex",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Generic",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
+    "int32_t",
+    "uint64_t",
+];
 
 fn buffer(name: &'static str, bytes: u64) -> Buffer {
     Buffer { name, bytes }

@@ -149,3 +149,43 @@ fn relocations_are_the_memcpy_calls_of_large_slices() {
         }
     }
 }
+
+/// These combinations panicked inside Cranelift or `cranelift-object` (aarch64's GOT
+/// relocations in COFF, s390x objects other than ELF, big-endian aarch64), or failed the
+/// verifier with a page of CLIF as the reason (32-bit pointers): now refused by name.
+#[test]
+fn targets_the_backends_cannot_write_are_refused_not_panicked_on() {
+    for triple in [
+        "aarch64-pc-windows-msvc",
+        "s390x-apple-darwin",
+        "s390x-pc-windows-msvc",
+        "aarch64_be-unknown-linux-gnu",
+        "aarch64-unknown-linux-gnu_ilp32",
+    ] {
+        match Target::from_triple(triple) {
+            Err(Error::UnsupportedTarget {
+                triple: named,
+                reason,
+                ..
+            }) => {
+                assert_eq!(named, triple);
+                assert!(reason.len() < 100, "{reason}");
+            }
+            other => panic!("{triple}: {other:?}"),
+        }
+    }
+}
+
+/// Exported as `memcpy`, the entry point bound the kernel's own memcpy calls to itself; as
+/// `int`, the header did not parse.
+#[test]
+fn symbols_the_kernels_call_or_c_keywords_are_refused() {
+    let sig = Signature::gather(&[10, 512], &[3], 0, 0);
+    let mut object = builder("x86_64-unknown-linux-gnu");
+    for bad in ["memcpy", "memmove", "memset", "int", "void"] {
+        match object.add(bad, &sig) {
+            Err(Error::InvalidSymbol { symbol, .. }) => assert_eq!(symbol, bad),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}

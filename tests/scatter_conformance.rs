@@ -8,9 +8,9 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use gather_jit::{DType, IndexType};
 use gather_jit::interp::{interpret_scatter, interpret_scatter_in_place};
 use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterLayout, ScatterOp, ScatterSignature};
+use gather_jit::{DType, IndexType};
 use serde_json::Value;
 
 use crate::vectors::gathers::{
