@@ -170,6 +170,9 @@ impl Target {
     }
 }
 
+/// The names of the entry points' buffer parameters, which the header's size macros use.
+const BUFFER_NAMES: [&str; 5] = ["data", "indices", "scales", "zero_points", "output"];
+
 /// One buffer of an ahead-of-time kernel's C entry point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Buffer {
@@ -403,6 +406,20 @@ impl ObjectBuilder {
         }
         if self.symbols.contains(symbol) {
             return invalid("already exported by this object");
+        }
+        // The header `#define`s `SYMBOL_DATA_BYTES` and the like for every kernel: a symbol
+        // spelled as another's size macro would be replaced by a number in its declaration.
+        let size_macro = |of: &str, name: &str| {
+            BUFFER_NAMES.iter().any(|buffer| {
+                name.strip_prefix(of)
+                    .and_then(|rest| rest.strip_prefix('_'))
+                    .and_then(|rest| rest.strip_suffix("_BYTES"))
+                    .is_some_and(|middle| middle.eq_ignore_ascii_case(buffer))
+            })
+        };
+        if (self.symbols.iter()).any(|other| size_macro(other, symbol) || size_macro(symbol, other))
+        {
+            return invalid("spelled as another kernel's size macro in the header");
         }
         Ok(())
     }
@@ -663,8 +680,16 @@ impl Object {
         &self.kernels
     }
 
-    /// A C header declaring every kernel and its buffers' sizes, guarded by `guard`.
+    /// A C header declaring every kernel and its buffers' sizes, guarded by `guard` (in which
+    /// every character but ASCII letters, digits and `_` becomes `_`, and which gets a leading
+    /// `_` if it starts with a digit or is empty, so that it is a C identifier).
     pub fn header(&self, guard: &str) -> String {
+        let mut guard: String = (guard.chars())
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        if guard.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+            guard.insert(0, '_');
+        }
         let mut h = String::new();
         let _ = writeln!(
             h,

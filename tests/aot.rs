@@ -189,3 +189,57 @@ fn symbols_the_kernels_call_or_c_keywords_are_refused() {
         }
     }
 }
+
+#[test]
+fn header_guards_become_c_identifiers() {
+    let mut object = builder("x86_64-unknown-linux-gnu");
+    object
+        .add("k", &Signature::gather(&[5, 3], &[4], 0, 0))
+        .expect("compiles");
+    let object = object.finish().expect("object");
+    for (guard, expected) in [
+        ("H */ int x; /*", "H____int_x____"),
+        ("9a", "_9a"),
+        ("", "_"),
+    ] {
+        let header = object.header(guard);
+        assert!(
+            header.contains(&format!("#ifndef {expected}\n")),
+            "{guard:?}\n{header}"
+        );
+        assert!(!header.contains("int x;"), "{header}");
+    }
+}
+
+#[test]
+fn a_symbol_spelled_as_another_kernels_size_macro_is_refused() {
+    let sig = Signature::gather(&[5, 3], &[4], 0, 0);
+    let mut object = builder("x86_64-unknown-linux-gnu");
+    object.add("a", &sig).expect("compiles");
+    for bad in ["a_OUTPUT_BYTES", "a_data_BYTES", "a_ZERO_POINTS_BYTES"] {
+        assert!(
+            matches!(object.add(bad, &sig), Err(Error::InvalidSymbol { .. })),
+            "{bad}"
+        );
+    }
+    object.add("a_OUTPUT", &sig).expect("not a macro's name");
+    // The other way round: `b` would make `b_INDICES_BYTES`, an existing kernel's name.
+    let mut object = builder("x86_64-unknown-linux-gnu");
+    object.add("b_INDICES_BYTES", &sig).expect("compiles");
+    assert!(matches!(
+        object.add("b", &sig),
+        Err(Error::InvalidSymbol { .. })
+    ));
+}
+
+#[test]
+fn a_symbol_whose_kernel_the_target_refused_can_be_added_again() {
+    let mut object = builder("riscv64gc-unknown-linux-gnu");
+    let rows = Signature::gather(&[10, 16], &[3], 0, 0);
+    assert!(object.add("k", &rows).is_err(), "vector moves on riscv64gc");
+    object
+        .add("k", &Signature::gather(&[10], &[3], 0, 0))
+        .expect("the name is free again");
+    let object = object.finish().expect("object");
+    assert_eq!(object.kernels().len(), 1);
+}
