@@ -34,15 +34,7 @@ pub fn run_all(runner: Runner<'_>) -> usize {
 /// # Panics
 /// If the file is malformed or the case fails, with the case name in the message.
 pub fn run_file(path: &Path, runner: Runner<'_>) {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let case: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
-    let name = format!(
-        "{}/{}",
-        case["suite"].as_str().unwrap_or("?"),
-        case["name"].as_str().unwrap_or("?")
-    );
+    let (name, case) = crate::vectors::read_case(path);
     run_case(&name, &case, runner);
 }
 

@@ -6,7 +6,7 @@
 //! same vectors.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gather_jit::interp::{interpret_scatter, interpret_scatter_in_place};
 use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterLayout, ScatterOp, ScatterSignature};
@@ -23,23 +23,7 @@ pub type Runner<'a> =
 
 /// Every `*.json` file under `tests/conformance/scatter/`, sorted by path.
 pub fn case_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries =
-            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "json") {
-                out.push(path);
-            }
-        }
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/scatter");
-    let mut files = Vec::new();
-    walk(&root, &mut files);
-    files.sort();
-    files
+    crate::vectors::json_files("scatter", &[])
 }
 
 /// Runs every scatter case through `runner`; returns the number of cases run.
@@ -49,15 +33,7 @@ pub fn case_files() -> Vec<PathBuf> {
 pub fn run_all(runner: Runner<'_>) -> usize {
     let files = case_files();
     for path in &files {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        let case: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
-        let name = format!(
-            "{}/{}",
-            case["suite"].as_str().unwrap_or("?"),
-            case["name"].as_str().unwrap_or("?")
-        );
+        let (name, case) = crate::vectors::read_case(path);
         run_case(&name, &case, runner);
     }
     files.len()

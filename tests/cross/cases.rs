@@ -14,7 +14,6 @@ use gather_jit::{
 };
 use gather_jit_workloads::{XorShift, model_cases, performance_cases, random_inputs};
 use half::f16;
-use serde_json::Value;
 
 use crate::fuzz;
 use crate::vectors;
@@ -187,13 +186,8 @@ pub fn all(
 pub fn gather_vectors() -> Vec<Case> {
     let mut cases = Vec::new();
     for path in vectors::gathers::case_files() {
-        let text = std::fs::read_to_string(&path).expect("a vector file");
-        let case: Value = serde_json::from_str(&text).expect("JSON");
-        let name = format!(
-            "vector {}/{}",
-            case["suite"].as_str().unwrap_or("?"),
-            case["name"].as_str().unwrap_or("?")
-        );
+        let (name, case) = vectors::read_case(&path);
+        let name = format!("vector {name}");
         let (data, indices) = (&case["data"], &case["indices"]);
         if data.get("values").is_none() || indices.get("values").is_none() {
             continue; // a shape-only case: nothing to run
@@ -214,13 +208,8 @@ pub fn gather_vectors() -> Vec<Case> {
 pub fn quantized_vectors() -> Vec<Case> {
     let mut cases = Vec::new();
     for path in vectors::quantized::case_files() {
-        let text = std::fs::read_to_string(&path).expect("a vector file");
-        let case: Value = serde_json::from_str(&text).expect("JSON");
-        let name = format!(
-            "vector quantized/{}/{}",
-            case["suite"].as_str().unwrap_or("?"),
-            case["name"].as_str().unwrap_or("?")
-        );
+        let (name, case) = vectors::read_case(&path);
+        let name = format!("vector quantized/{name}");
         if let vectors::quantized::Loaded::Inputs(i) = vectors::quantized::load(&name, &case) {
             let i = *i;
             let inputs = [i.data, i.indices, i.scales];

@@ -1,7 +1,7 @@
 //! The gathers' vectors (`tests/conformance/**.json` but `quantized/` and `scatter/`; format: its
 //! `README.md`): the files, and each case's signature and inputs as native-endian bytes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gather_jit::{DType, Flavor, IndexType, Op, Signature};
 use serde_json::Value;
@@ -10,29 +10,7 @@ use serde_json::Value;
 /// quantized gathers' cases under `quantized/` and the scatters' under `scatter/` (other
 /// formats, with runners of their own).
 pub fn case_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let entries =
-            std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                if path
-                    .file_name()
-                    .is_some_and(|name| name == "quantized" || name == "scatter")
-                {
-                    continue;
-                }
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "json") {
-                out.push(path);
-            }
-        }
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    let mut files = Vec::new();
-    walk(&root, &mut files);
-    files.sort();
-    files
+    super::json_files("", &["quantized", "scatter"])
 }
 
 /// Builds the signature a case describes (flavor, op and attributes, types, shapes); the

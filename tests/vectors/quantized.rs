@@ -1,7 +1,7 @@
 //! The quantized gathers' vectors (`tests/conformance/quantized/`, format: its `README.md`):
 //! the files, and each case's signature and inputs as native-endian bytes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gather_jit::quant::QuantizedLayout;
 use gather_jit::{
@@ -13,22 +13,7 @@ use serde_json::Value;
 
 /// Every `*.json` file of the suites under `tests/conformance/quantized/`, sorted by path.
 pub fn case_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/quantized");
-    let mut files = Vec::new();
-    for suite in std::fs::read_dir(&root).expect("tests/conformance/quantized") {
-        let suite = suite.expect("entry").path();
-        if !suite.is_dir() {
-            continue;
-        }
-        for file in std::fs::read_dir(&suite).expect("suite") {
-            let file = file.expect("entry").path();
-            if file.extension().is_some_and(|e| e == "json") {
-                files.push(file);
-            }
-        }
-    }
-    files.sort();
-    files
+    super::json_files("quantized", &[])
 }
 
 /// The `shape` of a tensor in a case.
