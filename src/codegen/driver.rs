@@ -205,6 +205,17 @@ pub(crate) fn compile<F: EntryPoint>(
     })
 }
 
+/// A failure to define `func` in a module as this crate's error: Cranelift's verifier and
+/// compile errors printed with the function.
+pub(crate) fn module_error(func: &Function, error: cranelift_module::ModuleError) -> Error {
+    match error {
+        cranelift_module::ModuleError::Compilation(err) => {
+            Error::Codegen(cranelift_codegen::print_errors::pretty_error(func, err))
+        }
+        other => codegen_error(&other),
+    }
+}
+
 /// A Cranelift error as this crate's.
 pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
     Error::Codegen(e.to_string())
@@ -289,12 +300,9 @@ pub(crate) fn define<M: Module>(
         let clif = keep_clif.then(|| ctx.func.display().to_string());
         let result = match vectors_missing(module.isa(), &ctx.func) {
             Some(error) => Err(error),
-            None => module.define_function(id, ctx).map_err(|e| match e {
-                cranelift_module::ModuleError::Compilation(err) => Error::Codegen(
-                    cranelift_codegen::print_errors::pretty_error(&ctx.func, err),
-                ),
-                other => codegen_error(&other),
-            }),
+            None => module
+                .define_function(id, ctx)
+                .map_err(|e| module_error(&ctx.func, e)),
         };
         let code = ctx
             .compiled_code()
