@@ -180,10 +180,10 @@ impl ObjectBuilder {
         let validated = signature.validate()?;
         let plan = Plan::for_host(&validated, Tuning::NO_BANDS, OBJECT_HOST)?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let defined = codegen::define_in_object(&mut self.module, &inner, &plan)
+        let (id, code) = codegen::define_in_object(&mut self.module, &inner, &plan)
             .map_err(|e| self.unsupported(e))?;
         let extent = plan.loops[0].extent;
-        entry::define_entry(&mut self.module, symbol, defined.id, 2, extent, Some(&plan))
+        entry::define_entry(&mut self.module, symbol, id, 2, extent, Some(&plan))
             .map_err(|e| self.unsupported(e))?;
         let buffers = vec![
             buffer("data", plan.data_bytes),
@@ -191,7 +191,7 @@ impl ObjectBuilder {
             buffer("output", plan.output_bytes),
         ];
         let explain = format!("{signature}\n\n{plan}");
-        Ok(self.push(symbol, explain, buffers, defined, Some(plan)))
+        Ok(self.push(symbol, explain, buffers, code, Some(plan)))
     }
 
     /// Compiles the quantized gather of `signature` and exports it as `symbol`.
@@ -206,10 +206,10 @@ impl ObjectBuilder {
         symbols::check_symbol(symbol, self.kernels.iter().map(AotKernel::symbol))?;
         let layout = signature.validate()?;
         let inner = format!("{symbol}__gather_jit_kernel");
-        let defined = QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
+        let (id, code) = QuantizedKernel::define_in_object(&mut self.module, &inner, &layout)
             .map_err(|e| self.unsupported(e))?;
         let extent = layout.index_count() as u64;
-        entry::define_entry(&mut self.module, symbol, defined.id, 4, extent, None)
+        entry::define_entry(&mut self.module, symbol, id, 4, extent, None)
             .map_err(|e| self.unsupported(e))?;
         let bytes = |n: usize| n as u64;
         let buffers = vec![
@@ -220,7 +220,7 @@ impl ObjectBuilder {
             buffer("output", bytes(layout.output_bytes())),
         ];
         let explain = format!("{signature}\n\n{}", crate::quant::lower::loop_text(&layout));
-        Ok(self.push(symbol, explain, buffers, defined, None))
+        Ok(self.push(symbol, explain, buffers, code, None))
     }
 
     /// Writes the object.
@@ -257,10 +257,10 @@ impl ObjectBuilder {
         symbol: &str,
         explain: String,
         buffers: Vec<Buffer>,
-        defined: driver::Defined,
+        code: driver::ObjectCode,
         plan: Option<Plan>,
     ) -> &AotKernel {
-        let relocations = (defined.relocations.into_iter())
+        let relocations = (code.relocations.into_iter())
             .map(|r| Relocation {
                 offset: r.offset as usize,
                 kind: format!("{:?}", r.kind),
@@ -272,9 +272,9 @@ impl ObjectBuilder {
             symbol: symbol.to_string(),
             explain,
             buffers,
-            machine_code: defined.code,
+            machine_code: code.code,
             relocations,
-            clif: defined.clif.unwrap_or_default(),
+            clif: code.clif,
             plan,
         });
         &self.kernels[self.kernels.len() - 1]

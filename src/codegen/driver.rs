@@ -190,7 +190,7 @@ pub(crate) fn compile<F: EntryPoint>(
         false,
         lower,
     )?;
-    let (id, code_bytes) = (defined.id, defined.code.len());
+    let (id, code_bytes) = (defined.id, defined.code_bytes);
     module
         .finalize_definitions()
         .map_err(|e| codegen_error(&e))?;
@@ -222,32 +222,43 @@ pub(crate) fn codegen_error(e: &dyn std::fmt::Display) -> Error {
 }
 
 /// Defines a kernel of entry type `F` as the local function `name` of an object's `module`,
-/// calling no helper, with its CLIF text kept (for `explain --target`).
+/// calling no helper; returns its id and what an object's kernel keeps of its code.
 #[cfg(feature = "aot")]
 pub(crate) fn define_in_object<F: EntryPoint, M: Module>(
     module: &mut M,
     name: &str,
     lower: impl Lower,
-) -> Result<Defined> {
+) -> Result<(FuncId, ObjectCode)> {
     let isa = module.isa();
     let signature = F::signature(isa.default_call_conv(), isa.pointer_type());
-    define(module, name, Linkage::Local, &signature, &[], true, lower)
+    let defined = define(module, name, Linkage::Local, &signature, &[], true, lower)?;
+    let code = (defined.object).ok_or_else(|| Error::Codegen("no code was kept".into()))?;
+    Ok((defined.id, code))
 }
 
 /// A function [`define`] compiled into a module.
 pub(crate) struct Defined {
     /// Its id in the module.
     pub(crate) id: FuncId,
-    /// Its machine code as emitted, before relocation.
-    pub(crate) code: Vec<u8>,
-    /// Its CLIF text before Cranelift's optimisations, when asked for.
-    pub(crate) clif: Option<String>,
-    /// The fields of `code` the module (or a linker) fills in, in code order.
+    /// Size of its machine code in bytes.
+    pub(crate) code_bytes: usize,
+    /// What an object's kernel keeps of its code, when asked for.
     #[cfg(feature = "aot")]
+    pub(crate) object: Option<ObjectCode>,
+}
+
+/// An object kernel's code, as `gather_jit::aot` shows it: a JIT compile keeps none of this.
+#[cfg(feature = "aot")]
+pub(crate) struct ObjectCode {
+    /// The machine code as emitted, before relocation.
+    pub(crate) code: Vec<u8>,
+    /// The CLIF text before Cranelift's optimisations.
+    pub(crate) clif: String,
+    /// The fields of `code` the linker fills in, in code order.
     pub(crate) relocations: Vec<EmittedRelocation>,
 }
 
-/// A field of [`Defined`] code that is filled in when the code is linked.
+/// A field of [`ObjectCode`] that is filled in when the code is linked.
 #[cfg(feature = "aot")]
 pub(crate) struct EmittedRelocation {
     /// Offset of the field in the code.
@@ -262,16 +273,18 @@ pub(crate) struct EmittedRelocation {
 
 /// Declares and defines one function named `name` with `signature` in `module` (JIT memory or
 /// an object), its body emitted by `lower` with references to `imports` (whose addresses only
-/// a JIT module uses); with `keep_clif`, keeps the function's CLIF text.
+/// a JIT module uses); `for_object` keeps its [`ObjectCode`] (with the `aot` feature).
 pub(crate) fn define<M: Module>(
     module: &mut M,
     name: &str,
     linkage: Linkage,
     signature: &Signature,
     imports: &[Import],
-    keep_clif: bool,
+    for_object: bool,
     lower: impl Lower,
 ) -> Result<Defined> {
+    #[cfg(not(feature = "aot"))]
+    let _ = for_object;
     let id = module
         .declare_function(name, linkage, signature)
         .map_err(|e| codegen_error(&e))?;
@@ -297,33 +310,38 @@ pub(crate) fn define<M: Module>(
         if let Some(lower) = lower.take() {
             lower(&mut ctx.func, builder_context, config, &refs);
         }
-        let clif = keep_clif.then(|| ctx.func.display().to_string());
+        #[cfg(feature = "aot")]
+        let clif = for_object.then(|| ctx.func.display().to_string());
         let result = match vectors_missing(module.isa(), &ctx.func) {
             Some(error) => Err(error),
             None => module
                 .define_function(id, ctx)
                 .map_err(|e| module_error(&ctx.func, e)),
         };
-        let code = ctx
+        let code_bytes = ctx
             .compiled_code()
-            .map_or_else(Vec::new, |c| c.code_buffer().to_vec());
+            .map_or(0, |c| c.code_info().total_size as usize);
         #[cfg(feature = "aot")]
-        let relocations: Vec<EmittedRelocation> = (ctx.compiled_code().into_iter())
-            .flat_map(|compiled| compiled.buffer.relocs())
-            .map(|reloc| EmittedRelocation {
-                offset: reloc.offset,
-                kind: reloc.kind,
-                symbol: relocation_symbol(&*module, &ctx.func, &reloc.target),
-                addend: reloc.addend,
-            })
-            .collect();
+        let object = clif
+            .zip(ctx.compiled_code())
+            .map(|(clif, compiled)| ObjectCode {
+                code: compiled.code_buffer().to_vec(),
+                clif,
+                relocations: (compiled.buffer.relocs().iter())
+                    .map(|reloc| EmittedRelocation {
+                        offset: reloc.offset,
+                        kind: reloc.kind,
+                        symbol: relocation_symbol(&*module, &ctx.func, &reloc.target),
+                        addend: reloc.addend,
+                    })
+                    .collect(),
+            });
         ctx.clear();
         result.map(|()| Defined {
             id,
-            code,
-            clif,
+            code_bytes,
             #[cfg(feature = "aot")]
-            relocations,
+            object,
         })
     };
     // A thread whose contexts are gone (a compile from a thread-local's destructor) or in use

@@ -122,7 +122,7 @@ pub(crate) fn define_in_object<M: cranelift_module::Module>(
     module: &mut M,
     name: &str,
     plan: &Plan,
-) -> Result<driver::Defined> {
+) -> Result<(cranelift_module::FuncId, driver::ObjectCode)> {
     debug_assert!(!plan.lookup.streaming && plan.band.is_none());
     let plan = &code_plan(plan);
     let helpers = lower::Helpers {

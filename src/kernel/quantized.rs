@@ -105,7 +105,7 @@ impl QuantizedKernel {
         module: &mut M,
         name: &str,
         layout: &QuantizedLayout,
-    ) -> Result<driver::Defined> {
+    ) -> Result<(cranelift_module::FuncId, driver::ObjectCode)> {
         driver::define_in_object::<QuantizedFn, M>(module, name, |func, context, config, _| {
             lower::lower(layout, func, context, config)
         })
