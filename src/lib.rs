@@ -117,6 +117,7 @@ pub use ir::{
 };
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
+    ScatterKernel,
 };
 /// The ndarray crate (0.17) whose views [`Kernel::run`] and [`QuantizedKernel::run`] take:
 /// name it through here when the program's graph holds another ndarray version.
@@ -298,4 +299,14 @@ pub fn jit_gather_gguf(
         row_len,
         indices_shape,
     )))
+}
+
+/// The scatter kernel for `signature` from the process-wide [`KernelCache`], compiled on first
+/// use (see [`scatter`] and [`ScatterKernel`]).
+///
+/// # Errors
+/// The signature's validation error ([`scatter::ScatterSignature::validate`]), or
+/// [`Error::Codegen`].
+pub fn jit_scatter(signature: &scatter::ScatterSignature) -> Result<Arc<ScatterKernel>> {
+    KernelCache::global().get_scatter(signature)
 }

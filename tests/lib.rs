@@ -15,6 +15,7 @@ mod quantized;
 mod reliability;
 mod scatter;
 mod scatter_conformance;
+mod scatter_jit;
 mod scatter_props;
 mod seeds;
 mod soundness;

@@ -843,6 +843,7 @@ fn every_kernel_type_answers_through_compiled_op() {
                 indices: &q_indices,
                 scales: &q_scales,
                 zero_points: None,
+                updates: &[],
             },
             interpret_quantized(
                 &quantized_sig.validate().expect("valid"),

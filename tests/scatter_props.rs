@@ -14,15 +14,15 @@ use crate::util::{i32_bytes, i32_values, index_bytes};
 
 /// A signature with its inputs; indices as values (encoded on use).
 #[derive(Clone, Debug)]
-struct Problem {
-    signature: ScatterSignature,
-    data: Vec<u8>,
-    indices: Vec<i64>,
-    updates: Vec<u8>,
+pub struct Problem {
+    pub signature: ScatterSignature,
+    pub data: Vec<u8>,
+    pub indices: Vec<i64>,
+    pub updates: Vec<u8>,
 }
 
 impl Problem {
-    fn indices_bytes(&self) -> Vec<u8> {
+    pub fn indices_bytes(&self) -> Vec<u8> {
         index_bytes(self.signature.index_type, &self.indices)
     }
 }
@@ -105,7 +105,7 @@ fn update_shapes() -> impl Strategy<Value = Shapes> {
 
 /// Any valid signature (every flavor, reduction, dtype and index type the op allows) with
 /// random bytes and indices that are mostly in range, sometimes negative, sometimes bad.
-fn any_problem() -> impl Strategy<Value = Problem> {
+pub fn any_problem() -> impl Strategy<Value = Problem> {
     (
         shapes(),
         any::<prop::sample::Index>(),
@@ -167,7 +167,7 @@ fn any_problem() -> impl Strategy<Value = Problem> {
 }
 
 /// The first index (row-major) that is out of range under the problem's negative rule.
-fn first_bad_index(p: &Problem) -> Option<usize> {
+pub fn first_bad_index(p: &Problem) -> Option<usize> {
     let sig = &p.signature;
     (0..p.indices.len()).find(|&n| {
         let s = indexed_size(sig.op, &sig.data_shape, &sig.indices_shape, n) as i64;

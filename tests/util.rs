@@ -28,6 +28,13 @@ pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
 }
 
 /// Decodes native-endian `i32` values.
+pub fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
 pub fn i32_values(bytes: &[u8]) -> Vec<i32> {
     assert_eq!(bytes.len() % 4, 0, "not a whole number of i32");
     bytes

@@ -251,6 +251,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         indices: &indices,
         scales: &scales,
         zero_points: zero_points.as_deref(),
+        updates: &[],
     };
     progress.done();
     progress.start("the kernel");

@@ -113,6 +113,7 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         indices: &indices.array.bytes,
         scales: scales.as_ref().map_or(&[][..], |s| &s.array.bytes[..]),
         zero_points: zero_points.as_ref().map(|z| &z.array.bytes[..]),
+        updates: &[],
     };
     let gathered = Instant::now();
     kernel

@@ -2,7 +2,7 @@
 //! with statistics.
 //!
 //! One cache holds a [`Shelf`] per kind of kernel (the gathers' [`Kernel`], the quantized
-//! gathers' [`QuantizedKernel`]); `shelf.rs` is the map, its slots and its eviction, the same
+//! gathers' [`QuantizedKernel`], the scatters' [`ScatterKernel`]); `shelf.rs` is the map, its slots and its eviction, the same
 //! code for each family (the [`Cacheable`] trait says how a family validates and builds), and
 //! `views.rs` the per-thread views that answer repeat requests without a lock.
 //!
@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::ir::{Signature, Validated};
-use crate::kernel::{CodeShare, CompiledOp, Kernel, QuantizedKernel};
+use crate::kernel::{CodeShare, CompiledOp, Kernel, QuantizedKernel, ScatterKernel};
 use crate::quant::{QuantizedLayout, QuantizedSignature};
+use crate::scatter::{ScatterLayout, ScatterSignature};
 use crate::specialize::Tuning;
 use shelf::{Shelf, ShelfStats, View, Views};
 
@@ -50,6 +51,8 @@ thread_local! {
     static GATHER_VIEWS: Views<Kernel> = const { RefCell::new(Vec::new()) };
     /// This thread's views of quantized shelves.
     static QUANTIZED_VIEWS: Views<QuantizedKernel> = const { RefCell::new(Vec::new()) };
+    /// This thread's views of scatter shelves.
+    static SCATTER_VIEWS: Views<ScatterKernel> = const { RefCell::new(Vec::new()) };
 }
 
 impl Cacheable for Kernel {
@@ -96,6 +99,28 @@ impl Cacheable for QuantizedKernel {
     }
 }
 
+impl Cacheable for ScatterKernel {
+    type Signature = ScatterSignature;
+    type Validated = ScatterLayout;
+    type Share = ();
+
+    fn validate(signature: &ScatterSignature) -> Result<ScatterLayout> {
+        signature.validate()
+    }
+
+    fn build(layout: ScatterLayout, started: Instant, _: &()) -> Result<ScatterKernel> {
+        ScatterKernel::build(layout, started)
+    }
+
+    fn reuses_code(&self) -> bool {
+        false
+    }
+
+    fn views() -> &'static LocalKey<Views<ScatterKernel>> {
+        &SCATTER_VIEWS
+    }
+}
+
 /// Counters of a [`KernelCache`], read with [`KernelCache::stats`]: sums over its op
 /// families.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,7 +157,8 @@ impl CacheStats {
 }
 
 /// A thread-safe cache of compiled kernels of every op family, each keyed by its complete
-/// signature ([`Signature`] for the gathers, [`QuantizedSignature`] for the quantized ones).
+/// signature ([`Signature`] for the gathers, [`QuantizedSignature`] for the quantized ones,
+/// [`ScatterSignature`] for the scatters).
 ///
 /// Each signature is compiled once however many threads ask for it at once; each family
 /// holds at most [`KernelCache::capacity`] kernels, the least recently used leaving first. A
@@ -148,6 +174,7 @@ impl CacheStats {
 pub struct KernelCache {
     gathers: Shelf<Kernel>,
     quantized: Shelf<QuantizedKernel>,
+    scatters: Shelf<ScatterKernel>,
 }
 
 impl std::fmt::Debug for KernelCache {
@@ -174,6 +201,7 @@ impl KernelCache {
         KernelCache {
             gathers: Shelf::new(capacity),
             quantized: Shelf::new(capacity),
+            scatters: Shelf::new(capacity),
         }
     }
 
@@ -251,11 +279,32 @@ impl KernelCache {
         self.quantized.with(signature, f)
     }
 
+    /// The scatter kernel for `signature`, compiled on first use.
+    ///
+    /// # Errors
+    /// As [`ScatterKernel::compile`] (validation errors are not cached).
+    pub fn get_scatter(&self, signature: &ScatterSignature) -> Result<Arc<ScatterKernel>> {
+        self.scatters.get_for(signature, View::Remember)
+    }
+
+    /// [`KernelCache::with`] for a scatter kernel.
+    ///
+    /// # Errors
+    /// As [`KernelCache::get_scatter`]; `f` is not called then.
+    pub fn with_scatter<R>(
+        &self,
+        signature: &ScatterSignature,
+        f: impl FnOnce(&ScatterKernel) -> R,
+    ) -> Result<R> {
+        self.scatters.with(signature, f)
+    }
+
     /// Current counters, summed over the op families.
     pub fn stats(&self) -> CacheStats {
         CacheStats::default()
             .add(self.gathers.stats())
             .add(self.quantized.stats())
+            .add(self.scatters.stats())
     }
 
     /// The maximum number of kernels held of each op family.
@@ -268,6 +317,7 @@ impl KernelCache {
     pub fn clear(&self) {
         self.gathers.clear();
         self.quantized.clear();
+        self.scatters.clear();
     }
 }
 

@@ -11,6 +11,8 @@
 )]
 
 pub(crate) mod driver;
+pub(crate) mod half;
+pub(crate) mod loops;
 mod lower;
 pub(crate) mod policy;
 mod share;
@@ -22,6 +24,7 @@ use crate::copy;
 use crate::error::Result;
 use crate::specialize::Plan;
 use driver::{Code, EntryPoint, Import};
+pub(crate) use lower::chunks;
 pub(crate) use share::{CodeShare, code_plan};
 
 /// The C signature of every generated gather kernel:

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use super::{Kernel, QuantizedKernel};
+use super::{Kernel, QuantizedKernel, ScatterKernel};
 use crate::error::{Error, Result};
 use crate::types::{DType, OpName};
 
 /// The input buffers of one call, native-endian and C order: `scales` is empty and
-/// `zero_points` `None` for the ops that have none (the plain gathers; GGUF rows).
+/// `zero_points` `None` for the ops that have none (the plain gathers; GGUF rows), `updates`
+/// empty for all but the scatters.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inputs<'a> {
     /// Data (the stored `uint8` bytes for a quantized op).
@@ -19,10 +20,13 @@ pub struct Inputs<'a> {
     pub scales: &'a [u8],
     /// Packed zero points (block quantization with zero points).
     pub zero_points: Option<&'a [u8]>,
+    /// The updates of a scatter.
+    pub updates: &'a [u8],
 }
 
-/// A compiled kernel of any op family: [`Kernel`] (Gather, GatherElements, GatherND) and
-/// [`QuantizedKernel`] (GatherBlockQuantized, GGUF rows). Each type's own methods have the
+/// A compiled kernel of any op family: [`Kernel`] (Gather, GatherElements, GatherND),
+/// [`QuantizedKernel`] (GatherBlockQuantized, GGUF rows) and [`ScatterKernel`] (ScatterND,
+/// ScatterElements, ScatterUpdate; out of place). Each type's own methods have the
 /// typed and raw calls; this trait has what is the same for all.
 pub trait CompiledOp: Send + Sync {
     /// The operator.
@@ -99,18 +103,7 @@ impl CompiledOp for Kernel {
     }
 
     fn run_inputs(&self, inputs: Inputs<'_>, output: &mut [u8], threads: usize) -> Result<()> {
-        let extra = match (inputs.scales.is_empty(), inputs.zero_points) {
-            (false, _) => Some("scales"),
-            (true, Some(_)) => Some("zero_points"),
-            (true, None) => None,
-        };
-        if let Some(what) = extra {
-            return Err(Error::BufferMismatch {
-                what,
-                expected: format!("none ({} takes data and indices)", self.op_name()),
-                actual: "a buffer".into(),
-            });
-        }
+        refuse_extra(&inputs, self.op_name(), true)?;
         self.run_bytes_parallel(inputs.data, inputs.indices, output, threads)
     }
 }
@@ -157,6 +150,9 @@ impl CompiledOp for QuantizedKernel {
     }
 
     fn run_inputs(&self, inputs: Inputs<'_>, output: &mut [u8], threads: usize) -> Result<()> {
+        if !inputs.updates.is_empty() {
+            return Err(extra_buffer("updates", self.op_name()));
+        }
         self.run_bytes_parallel(
             inputs.data,
             inputs.indices,
@@ -165,5 +161,84 @@ impl CompiledOp for QuantizedKernel {
             output,
             threads,
         )
+    }
+}
+
+impl CompiledOp for ScatterKernel {
+    fn op_name(&self) -> OpName {
+        self.signature().op.name()
+    }
+
+    fn signature_text(&self) -> String {
+        self.signature().to_string()
+    }
+
+    fn dtype(&self) -> DType {
+        self.signature().dtype
+    }
+
+    fn output_shape(&self) -> &[usize] {
+        ScatterKernel::output_shape(self)
+    }
+
+    fn explain(&self) -> String {
+        ScatterKernel::explain(self)
+    }
+
+    fn clif(&self) -> Result<String> {
+        ScatterKernel::clif(self)
+    }
+
+    fn machine_code(&self) -> &[u8] {
+        ScatterKernel::machine_code(self)
+    }
+
+    fn compile_time(&self) -> Duration {
+        ScatterKernel::compile_time(self)
+    }
+
+    fn outer_extent(&self) -> u64 {
+        self.layout().index_count() as u64
+    }
+
+    fn parallel_parts(&self, threads: usize) -> usize {
+        ScatterKernel::parallel_parts(self, threads, false)
+    }
+
+    fn run_inputs(&self, inputs: Inputs<'_>, output: &mut [u8], threads: usize) -> Result<()> {
+        refuse_extra(&inputs, self.op_name(), false)?;
+        self.run_bytes_parallel(inputs.data, inputs.indices, inputs.updates, output, threads)
+    }
+}
+
+/// A [`Error::BufferMismatch`] for a buffer the op does not take (scales, zero points and, for
+/// a gather, updates).
+fn refuse_extra(inputs: &Inputs<'_>, op: OpName, gather: bool) -> Result<()> {
+    if !inputs.scales.is_empty() {
+        return Err(extra_buffer("scales", op));
+    }
+    if inputs.zero_points.is_some() {
+        return Err(extra_buffer("zero_points", op));
+    }
+    if gather && !inputs.updates.is_empty() {
+        return Err(extra_buffer("updates", op));
+    }
+    Ok(())
+}
+
+fn extra_buffer(what: &'static str, op: OpName) -> Error {
+    let scatter = matches!(
+        op,
+        OpName::ScatterNd | OpName::ScatterElements | OpName::ScatterUpdate
+    );
+    let takes = if scatter {
+        "data, indices and updates"
+    } else {
+        "data and indices"
+    };
+    Error::BufferMismatch {
+        what,
+        expected: format!("none ({op} takes {takes})"),
+        actual: "a buffer".into(),
     }
 }

@@ -22,7 +22,11 @@ use crate::ir::{DType, IndexType};
 ///   every byte);
 /// - all zero bytes are a valid `Self` (kernels zero-fill the slices of rejected indices
 ///   under [`OutOfRange::Zero`]), and so is a byte-wise copy of a valid `Self` (every
-///   other output element is one, of an element of data).
+///   other output element is one, of an element of data);
+/// - every result of `DTYPE`'s arithmetic is a valid `Self`: the scatters' reductions
+///   ([`ScatterKernel`](crate::ScatterKernel)) write sums, products, means and the like of
+///   valid values, any bit pattern of an integer or float type, and 0 or 1 for
+///   [`DType::Bool`].
 ///
 /// The crate implements it for the primitive types of every [`DType`]. A type of your own
 /// needs `unsafe impl`, so a safe crate cannot make a 1-byte type claim `F64`:

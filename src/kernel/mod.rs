@@ -7,7 +7,9 @@
 //! - `errors.rs`: the error for a rejected index, rebuilt from the indices;
 //! - `parallel.rs`: one gather split across threads;
 //! - `quantized.rs`: [`QuantizedKernel`], the quantized gathers' kernel and its calls;
-//! - `safe.rs`: the checked entry points on slices and ndarray views.
+//! - `safe.rs`: the checked entry points on slices and ndarray views;
+//! - `scatter.rs`: [`ScatterKernel`], the scatters' kernel: out of place and in place, raw,
+//!   parallel and checked calls.
 
 mod call;
 mod compiled;
@@ -16,6 +18,7 @@ mod errors;
 mod parallel;
 mod quantized;
 pub(crate) mod safe;
+mod scatter;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,6 +37,7 @@ pub use compiled::{CompiledOp, Inputs};
 pub use element::{Element, IndexElement};
 pub use parallel::PARALLEL_MIN_BYTES;
 pub use quantized::QuantizedKernel;
+pub use scatter::ScatterKernel;
 
 /// A gather compiled for one [`Signature`]: native code plus what is needed to call it.
 ///

@@ -180,7 +180,6 @@ fn resolve_indices(layout: &ScatterLayout, indices: &[u8]) -> Result<Vec<usize>>
     let mut resolved = zeroed(layout.indices_len(), "the resolved indices")?;
     for (flat, slot) in resolved.iter_mut().enumerate() {
         let value = sig.index_type.read(indices, flat);
-        let position = || unravel(flat, &sig.indices_shape);
         let data_dim = match layout.op() {
             ResolvedScatter::Nd { index_depth } => flat % index_depth,
             ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } => axis,
@@ -188,15 +187,52 @@ fn resolve_indices(layout: &ScatterLayout, indices: &[u8]) -> Result<Vec<usize>>
         let dim_size = sig.data_shape[data_dim];
         *slot = policy
             .resolve(value, dim_size)
-            .ok_or_else(|| Error::IndexOutOfRange {
-                op: sig.op.name(),
-                position: position(),
-                value,
-                data_dim,
-                dim_size,
-            })?;
+            .ok_or_else(|| index_error(layout, indices, flat))?;
     }
     Ok(resolved)
+}
+
+/// The error for the index at element position `flat` of `indices`, which is out of range.
+pub(crate) fn index_error(layout: &ScatterLayout, indices: &[u8], flat: usize) -> Error {
+    let sig = layout.signature();
+    let data_dim = match layout.op() {
+        ResolvedScatter::Nd { index_depth } => flat % index_depth,
+        ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } => axis,
+    };
+    Error::IndexOutOfRange {
+        op: sig.op.name(),
+        position: unravel(flat, &sig.indices_shape),
+        value: sig.index_type.read(indices, flat),
+        data_dim,
+        dim_size: sig.data_shape[data_dim],
+    }
+}
+
+/// Under a flavor that forbids duplicate indices, the error for the first duplicate among
+/// `indices` (all of them in range).
+///
+/// # Errors
+/// [`Error::DuplicateIndex`]; [`Error::Allocation`] if the tables of the check cannot be.
+pub(crate) fn check_no_duplicates(layout: &ScatterLayout, indices: &[u8]) -> Result<()> {
+    if !layout.signature().flavor.forbids_duplicates() {
+        return Ok(());
+    }
+    let resolved = resolve_indices(layout, indices)?;
+    check_duplicates(layout, &resolved)
+}
+
+/// Divides each element of `output` whose count (the same position in `counts`) is above
+/// zero by that count, plus one with `use_init_val`: what ends a `mean` after its sums.
+pub(crate) fn finish_means(layout: &ScatterLayout, output: &mut [u8], counts: &[u64]) {
+    let sig = layout.signature();
+    let element = sig.dtype.size();
+    let with_init = u64::from(sig.use_init_val);
+    let rounding = sig.flavor.bf16_rounding();
+    for (value, &count) in output.chunks_exact_mut(element).zip(counts) {
+        if count > 0 {
+            reduce::finish_mean(sig.dtype, rounding, value, count + with_init);
+        }
+    }
 }
 
 /// Under a flavor that forbids them: the first update (row-major) of an element an earlier one

@@ -44,13 +44,15 @@
 mod flavor;
 mod interp;
 mod layout;
+pub(crate) mod lower;
 mod reduce;
 
 use std::fmt;
 
 use crate::types::{DType, IndexType, NegativeIndices, OpName, ShapeDisplay};
 
-pub use flavor::{Reduction, ScatterFlavor, TieBreak};
+pub use flavor::{Bf16Rounding, Reduction, ScatterFlavor, TieBreak};
+pub(crate) use interp::{check_no_duplicates, finish_means, index_error};
 pub use interp::{interpret_scatter, interpret_scatter_in_place};
 pub use layout::{ResolvedScatter, ScatterLayout};
 pub use reduce::{integer_mean, neutral_bits};

@@ -26,6 +26,8 @@ mod checks;
 mod copies;
 mod loops;
 
+pub(crate) use copies::chunks;
+
 /// Slices up to this many bytes are copied with unrolled 16-byte moves; larger ones call a
 /// copy helper (the crossover of `cargo bench --bench gather -- copy_tier`).
 pub(crate) const UNROLL_LIMIT_BYTES: u64 = 512;

@@ -7,7 +7,6 @@
 //! scaled) for `f32` output; everything else (other quantize axes, `f16`/`bf16` output,
 //! partial blocks) goes one value at a time, with each value's scale and zero point.
 
-use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{F32, F32X4, I8, I8X16, I16, I16X8, I32, I32X4, I64, I64X2};
 use cranelift_codegen::ir::{
     AbiParam, Block, BlockArg, ConstantData, Endianness, Function, InstBuilder, MemFlagsData,
@@ -17,14 +16,13 @@ use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 
 use super::{GgufFormat, Quantization, QuantizedLayout};
+use crate::codegen::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use crate::codegen::loops::{for_indices, for_range};
 use crate::codegen::policy;
 use crate::ir::{DType, OutOfRange};
+use crate::scatter::Bf16Rounding;
 
-mod f16;
 mod values;
-
-use f16::f32_to_f16;
-use values::f16_to_f32;
 
 /// `(data, indices, scales, zero_points, output, start, end, bad_index) -> status`: the kernel
 /// resolves indices `start..end` (element positions in the indices buffer) for every position
@@ -124,63 +122,6 @@ struct Lower<'a> {
     nibble: Value,
     /// The default zero point in every lane (`i8x16` for 4 bits, `i16x8` for 8).
     default_zero_point: Value,
-}
-
-/// `for iv in 0..extent { body(iv) }`, with `iv` an `i64` constant when `extent` is 1 and no
-/// code at all when it is 0.
-fn for_range(
-    b: &mut FunctionBuilder,
-    extent: usize,
-    mut body: impl FnMut(&mut FunctionBuilder, Value),
-) {
-    match extent {
-        0 => {}
-        1 => {
-            let zero = b.ins().iconst(I64, 0);
-            body(b, zero);
-        }
-        _ => {
-            let head = b.create_block();
-            let exit = b.create_block();
-            b.append_block_param(head, I64);
-            let zero = b.ins().iconst(I64, 0);
-            b.ins().jump(head, &[BlockArg::from(zero)]);
-            b.switch_to_block(head);
-            let iv = b.block_params(head)[0];
-            body(b, iv);
-            let next = b.ins().iadd_imm_s(iv, 1);
-            let more = b
-                .ins()
-                .icmp_imm_s(IntCC::UnsignedLessThan, next, extent as i64);
-            b.ins().brif(more, head, &[BlockArg::from(next)], exit, &[]);
-            b.seal_block(head);
-            b.switch_to_block(exit);
-            b.seal_block(exit);
-        }
-    }
-}
-
-/// `for i in start..end { body(i) }` for run-time bounds.
-fn for_indices(
-    b: &mut FunctionBuilder,
-    start: Value,
-    end: Value,
-    mut body: impl FnMut(&mut FunctionBuilder, Value),
-) {
-    let head = b.create_block();
-    let exit = b.create_block();
-    b.append_block_param(head, I64);
-    let any = b.ins().icmp(IntCC::UnsignedLessThan, start, end);
-    b.ins().brif(any, head, &[BlockArg::from(start)], exit, &[]);
-    b.switch_to_block(head);
-    let i = b.block_params(head)[0];
-    body(b, i);
-    let next = b.ins().iadd_imm_s(i, 1);
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, next, end);
-    b.ins().brif(more, head, &[BlockArg::from(next)], exit, &[]);
-    b.seal_block(head);
-    b.switch_to_block(exit);
-    b.seal_block(exit);
 }
 
 /// `a * k + c` for a constant `k`.

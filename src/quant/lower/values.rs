@@ -45,8 +45,7 @@ impl Lower<'_> {
             }
             DType::Bf16 => {
                 let bits = b.ins().uload16(I32, flags(), at, 0);
-                let bits = b.ins().ishl_imm_s(bits, 16);
-                b.ins().bitcast(F32, MemFlagsData::new(), bits)
+                bf16_to_f32(b, bits)
             }
             _ => b.ins().load(F32, flags(), at, 0),
         }
@@ -62,22 +61,8 @@ impl Lower<'_> {
                 b.ins().istore16(flags(), bits, out, 0);
             }
             DType::Bf16 => {
-                let bits = b.ins().bitcast(I32, MemFlagsData::new(), value);
-                // Nearest, ties to even; a NaN stays a NaN (quietened).
-                let lsb = b.ins().ushr_imm_s(bits, 16);
-                let lsb = b.ins().band_imm_s(lsb, 1);
-                let bias = b.ins().iadd_imm_s(lsb, 0x7fff);
-                let rounded = b.ins().iadd(bits, bias);
-                let rounded = b.ins().ushr_imm_s(rounded, 16);
-                let quiet = b.ins().ushr_imm_s(bits, 16);
-                let quiet = b.ins().bor_imm_s(quiet, 0x40);
-                let nan = b.ins().fcmp(
-                    cranelift_codegen::ir::condcodes::FloatCC::Unordered,
-                    value,
-                    value,
-                );
-                let result = b.ins().select(nan, quiet, rounded);
-                b.ins().istore16(flags(), result, out, 0);
+                let bits = f32_to_bf16(b, value, Bf16Rounding::NearestEven);
+                b.ins().istore16(flags(), bits, out, 0);
             }
             _ => {
                 b.ins().store(flags(), value, out, 0);
@@ -266,25 +251,4 @@ pub(super) fn little() -> MemFlagsData {
 pub(super) fn interleave(b: &mut FunctionBuilder, from: u8) -> cranelift_codegen::ir::Immediate {
     let lanes: Vec<u8> = (from..from + 8).flat_map(|i| [i, 16 + i]).collect();
     b.func.dfg.immediates.push(ConstantData::from(lanes))
-}
-
-/// The `f32` of `f16` bits (in the low half of an `i32`), exactly: the exponent and mantissa
-/// moved into place and rebiased by a multiplication by 2^112, which also normalises
-/// subnormals; infinities and NaNs get the all-ones exponent.
-pub(super) fn f16_to_f32(b: &mut FunctionBuilder, bits: Value) -> Value {
-    let magnitude = b.ins().band_imm_s(bits, 0x7fff);
-    let sign = b.ins().band_imm_s(bits, 0x8000);
-    let sign = b.ins().ishl_imm_s(sign, 16);
-    let moved = b.ins().ishl_imm_s(magnitude, 13);
-    let finite = b.ins().bitcast(F32, MemFlagsData::new(), moved);
-    let rebias = b.ins().f32const(f32::from_bits(0x7780_0000));
-    let finite = b.ins().fmul(finite, rebias);
-    let finite = b.ins().bitcast(I32, MemFlagsData::new(), finite);
-    let special = b.ins().bor_imm_s(moved, 0x7f80_0000);
-    let is_special = b
-        .ins()
-        .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, magnitude, 0x7c00);
-    let magnitude = b.ins().select(is_special, special, finite);
-    let value = b.ins().bor(magnitude, sign);
-    b.ins().bitcast(F32, MemFlagsData::new(), value)
 }

@@ -56,7 +56,7 @@ fn converter() -> &'static Code<ConvertFn> {
             };
             let zero = b.ins().iconst(I64, 0);
             let flags = MemFlagsData::new().with_notrap();
-            super::super::for_indices(&mut b, zero, count, |b, i| {
+            crate::codegen::loops::for_indices(&mut b, zero, count, |b, i| {
                 let i = if pointer == I64 {
                     i
                 } else {

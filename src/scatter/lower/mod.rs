@@ -1,0 +1,445 @@
+//! A scatter as Cranelift IR: the loop nest over the writes and the two passes of a call.
+//!
+//! The kernel has the C signature of [`kernel_signature`]:
+//! `(indices, updates, output, counts, lo, hi, mode, bad_index) -> status`. `output` already
+//! holds data (the caller copied it, or it is data itself: in place). Mode bit 0 checks every
+//! index, in row-major order of `indices`, before anything is written: status 1 stores the
+//! first bad index's element position to `*bad_index`. Mode bit 1 then applies the updates in
+//! index order, writing only the data elements in `lo..hi` (element offsets, on slice
+//! boundaries), so that parts of a parallel call, each given its own range, write disjoint
+//! elements, each in the sequential order. Under `mean`, `counts` (one `u64` per data
+//! element, zeroed) counts each element's updates and the caller divides; other reductions
+//! never read it.
+//!
+//! `combine.rs` holds the arithmetic of one update, element by element or 16 bytes at a time.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::{
+    AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
+};
+use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+
+use super::{Reduction, ResolvedScatter, ScatterLayout};
+use crate::codegen::chunks;
+use crate::codegen::loops::for_range;
+use crate::codegen::policy;
+use crate::types::{IndexPolicy, OutOfRange};
+
+mod combine;
+
+pub(crate) use combine::Arithmetic;
+
+/// Mode bit: check every index first.
+pub(crate) const MODE_CHECK: u64 = 1;
+/// Mode bit: apply the updates.
+pub(crate) const MODE_WRITE: u64 = 2;
+
+/// Slices of up to this many bytes are copied (reduction none) with inline moves, larger ones
+/// with `memcpy`, as the gathers copy theirs (`crate::codegen::lower::UNROLL_LIMIT_BYTES`).
+const INLINE_COPY_BYTES: u64 = 512;
+
+/// `(indices, updates, output, counts, lo, hi, mode, bad_index) -> status`.
+pub(crate) fn kernel_signature(call_conv: CallConv, pointer: Type) -> Signature {
+    let mut sig = Signature::new(call_conv);
+    for _ in 0..4 {
+        sig.params.push(AbiParam::new(pointer)); // indices, updates, output, counts
+    }
+    sig.params.push(AbiParam::new(I64)); // lo
+    sig.params.push(AbiParam::new(I64)); // hi
+    sig.params.push(AbiParam::new(I64)); // mode
+    sig.params.push(AbiParam::new(pointer)); // bad_index out-parameter
+    sig.returns.push(AbiParam::new(I32));
+    sig
+}
+
+/// Every access is within a buffer the caller checked, at an offset the validated layout
+/// bounds; none needs alignment.
+fn flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// How one write (one slice of `slice_len` elements) is done: what `explain` prints.
+pub(crate) fn write_text(layout: &ScatterLayout) -> String {
+    let sig = layout.signature();
+    let element = sig.dtype.size() as u64;
+    let slice = layout.slice_len() as u64;
+    let bytes = slice * element;
+    let how = match sig.reduction {
+        Reduction::None if bytes > INLINE_COPY_BYTES => "memcpy".to_string(),
+        Reduction::None => format!("{} inline move(s)", chunks(bytes).len()),
+        _ => {
+            let arithmetic = Arithmetic::of(layout);
+            let lanes = arithmetic.vector_type().filter(|_| bytes >= 16);
+            match lanes {
+                Some(ty) => format!(
+                    "{} {} in {ty} lanes ({} vector(s) + {} element(s))",
+                    sig.reduction,
+                    sig.dtype,
+                    bytes / 16,
+                    (bytes % 16) / element
+                ),
+                None => format!("{} {} element by element", sig.reduction, sig.dtype),
+            }
+        }
+    };
+    let order = match layout.op() {
+        ResolvedScatter::Nd { index_depth } => format!(
+            "for each of {} tuple(s) of {index_depth} index(es)",
+            layout.index_count()
+        ),
+        ResolvedScatter::Elements { axis } => format!(
+            "for each of {} index(es), along data axis {axis}",
+            layout.index_count()
+        ),
+        ResolvedScatter::Update { axis } => format!(
+            "for each of {} outer position(s), for each of {} index(es) along data axis {axis}",
+            layout.outer_len(),
+            layout.index_count()
+        ),
+    };
+    let init = if !sig.use_init_val && sig.reduction != Reduction::None {
+        "\n  first pass: each target element set to the reduction's neutral value"
+    } else {
+        ""
+    };
+    let mean = if sig.reduction == Reduction::Mean {
+        "\n  counts each element's updates; the sums are divided after the kernel returns"
+    } else {
+        ""
+    };
+    format!(
+        "pass 1: check {} index(es) in row-major order (negative={}); nothing written before\n\
+         pass 2: {order}, in index order:{init}\n  write {slice} element(s) ({bytes} bytes): \
+         {how}{mean}",
+        layout.indices_len(),
+        match sig.negative {
+            crate::types::NegativeIndices::Wrap => "wrap",
+            crate::types::NegativeIndices::Invalid => "invalid",
+        },
+    )
+}
+
+/// Builds the kernel for `layout` into `func`.
+pub(crate) fn lower(
+    layout: &ScatterLayout,
+    func: &mut Function,
+    context: &mut FunctionBuilderContext,
+    config: TargetFrontendConfig,
+) {
+    let mut b = FunctionBuilder::new(func, context);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    b.seal_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let reject = b.create_block();
+    b.append_block_param(reject, I64);
+    let width = b.ins().isub(params[5], params[4]);
+    let lowering = Lowering {
+        layout,
+        config,
+        pointer: config.pointer_type(),
+        indices: params[0],
+        updates: params[1],
+        output: params[2],
+        counts: params[3],
+        lo: params[4],
+        width,
+        arithmetic: Arithmetic::of(layout),
+    };
+    let mode = params[6];
+
+    let check = b.create_block();
+    let write = b.create_block();
+    let done = b.create_block();
+    let checks = b.ins().band_imm_s(mode, MODE_CHECK as i64);
+    b.ins().brif(checks, check, &[], write, &[]);
+    b.switch_to_block(check);
+    b.seal_block(check);
+    lowering.check_indices(&mut b, reject);
+    b.ins().jump(write, &[]);
+
+    b.switch_to_block(write);
+    b.seal_block(write);
+    let writes = b.create_block();
+    let writes_mode = b.ins().band_imm_s(mode, MODE_WRITE as i64);
+    b.ins().brif(writes_mode, writes, &[], done, &[]);
+    b.switch_to_block(writes);
+    b.seal_block(writes);
+    let sig = layout.signature();
+    if !sig.use_init_val && sig.reduction != Reduction::None {
+        lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+    }
+    lowering.each_write(&mut b, |l, b, target, update| {
+        l.write_slice(b, target, update);
+    });
+    b.ins().jump(done, &[]);
+
+    b.switch_to_block(done);
+    b.seal_block(done);
+    let ok = b.ins().iconst(I32, 0);
+    b.ins().return_(&[ok]);
+
+    b.switch_to_block(reject);
+    b.seal_block(reject);
+    let position = b.block_params(reject)[0];
+    b.ins().store(flags(), position, params[7], 0);
+    let failed = b.ins().iconst(I32, 1);
+    b.ins().return_(&[failed]);
+    b.finalize(config);
+}
+
+struct Lowering<'a> {
+    layout: &'a ScatterLayout,
+    config: TargetFrontendConfig,
+    pointer: Type,
+    indices: Value,
+    updates: Value,
+    output: Value,
+    counts: Value,
+    /// The data elements this call writes: `lo..lo + width`.
+    lo: Value,
+    width: Value,
+    arithmetic: Arithmetic,
+}
+
+impl Lowering<'_> {
+    fn policy(&self) -> IndexPolicy {
+        IndexPolicy {
+            negative: self.layout.signature().negative,
+            out_of_range: OutOfRange::Error,
+        }
+    }
+
+    /// Pass 1: every index in row-major order against its dimension; the first bad one jumps
+    /// to `reject` with its element position.
+    fn check_indices(&self, b: &mut FunctionBuilder, reject: Block) {
+        let sig = self.layout.signature();
+        let index_type = sig.index_type;
+        let size = index_type.size();
+        let (count, dims): (usize, Vec<usize>) = match self.layout.op() {
+            ResolvedScatter::Nd { index_depth } => (
+                self.layout.index_count(),
+                sig.data_shape[..index_depth].to_vec(),
+            ),
+            ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } => {
+                (self.layout.indices_len(), vec![sig.data_shape[axis]])
+            }
+        };
+        let width = dims.len();
+        for_range(b, count, |b, i| {
+            let row = b.ins().imul_imm_s(i, (width * size) as i64);
+            let at = b.ins().iadd(self.indices, row);
+            for (j, &dim) in dims.iter().enumerate() {
+                let value = policy::load_index(b, index_type, flags(), at, (j * size) as i32);
+                let value = policy::wrap_negative(b, index_type, self.policy(), value, dim as i64);
+                let bad = policy::out_of_range(b, value, dim as i64);
+                let next = b.create_block();
+                let position = b.ins().imul_imm_s(i, width as i64);
+                let position = b.ins().iadd_imm_s(position, j as i64);
+                b.ins()
+                    .brif(bad, reject, &[BlockArg::from(position)], next, &[]);
+                b.switch_to_block(next);
+                b.seal_block(next);
+            }
+        });
+    }
+
+    /// The index at byte offset `at` of indices, wrapped into its dimension `dim` (pass 1
+    /// checked it).
+    fn resolved_index(&self, b: &mut FunctionBuilder, at: Value, offset: i32, dim: usize) -> Value {
+        let index_type = self.layout.signature().index_type;
+        let value = policy::load_index(b, index_type, flags(), at, offset);
+        policy::wrap_negative(b, index_type, self.policy(), value, dim as i64)
+    }
+
+    /// Calls `body(target, update)` for every write in index order, with the element offsets
+    /// of the slice in data and in updates, skipping the writes outside `lo..hi`.
+    fn each_write(
+        &self,
+        b: &mut FunctionBuilder,
+        mut body: impl FnMut(&Self, &mut FunctionBuilder, Value, Value),
+    ) {
+        let sig = self.layout.signature();
+        let data = &sig.data_shape;
+        let size = sig.index_type.size();
+        let slice = self.layout.slice_len();
+        let mut guarded = |b: &mut FunctionBuilder, target: Value, update: Value| {
+            // `lo <= target < lo + width` in one unsigned compare.
+            let from_lo = b.ins().isub(target, self.lo);
+            let inside = b.ins().icmp(IntCC::UnsignedLessThan, from_lo, self.width);
+            let then = b.create_block();
+            let next = b.create_block();
+            b.ins().brif(inside, then, &[], next, &[]);
+            b.switch_to_block(then);
+            b.seal_block(then);
+            body(self, b, target, update);
+            b.ins().jump(next, &[]);
+            b.switch_to_block(next);
+            b.seal_block(next);
+        };
+        match self.layout.op() {
+            ResolvedScatter::Nd { index_depth: k } => {
+                // Element strides of the first k data dims.
+                let strides: Vec<usize> = (0..k)
+                    .map(|j| data[j + 1..k].iter().product::<usize>() * slice)
+                    .collect();
+                for_range(b, self.layout.index_count(), |b, t| {
+                    let row = b.ins().imul_imm_s(t, (k * size) as i64);
+                    let at = b.ins().iadd(self.indices, row);
+                    let mut target = b.ins().iconst(I64, 0);
+                    for (j, &stride) in strides.iter().enumerate() {
+                        let index = self.resolved_index(b, at, (j * size) as i32, data[j]);
+                        let scaled = b.ins().imul_imm_s(index, stride as i64);
+                        target = b.ins().iadd(target, scaled);
+                    }
+                    let update = b.ins().imul_imm_s(t, slice as i64);
+                    guarded(b, target, update);
+                });
+            }
+            ResolvedScatter::Update { axis } => {
+                let count = self.layout.index_count();
+                for_range(b, self.layout.outer_len(), |b, a| {
+                    let base = b.ins().imul_imm_s(a, (data[axis] * slice) as i64);
+                    let first_update = b.ins().imul_imm_s(a, (count * slice) as i64);
+                    for_range(b, count, |b, i| {
+                        let offset = b.ins().imul_imm_s(i, size as i64);
+                        let at = b.ins().iadd(self.indices, offset);
+                        let index = self.resolved_index(b, at, 0, data[axis]);
+                        let scaled = b.ins().imul_imm_s(index, slice as i64);
+                        let target = b.ins().iadd(base, scaled);
+                        let update = b.ins().imul_imm_s(i, slice as i64);
+                        let update = b.ins().iadd(first_update, update);
+                        guarded(b, target, update);
+                    });
+                });
+            }
+            ResolvedScatter::Elements { axis } => {
+                // One loop per dim of indices (= updates); data's element strides for the
+                // coordinates, the one along `axis` replaced by the index.
+                let shape = &sig.indices_shape;
+                let rank = shape.len();
+                let data_strides: Vec<usize> =
+                    (0..rank).map(|d| data[d + 1..].iter().product()).collect();
+                let flat_strides: Vec<usize> =
+                    (0..rank).map(|d| shape[d + 1..].iter().product()).collect();
+                let zero = b.ins().iconst(I64, 0);
+                nest(
+                    b,
+                    shape,
+                    0,
+                    (zero, zero),
+                    &mut |b, d, iv, (target, flat)| {
+                        let target = if d == axis {
+                            target
+                        } else {
+                            let step = b.ins().imul_imm_s(iv, data_strides[d] as i64);
+                            b.ins().iadd(target, step)
+                        };
+                        let step = b.ins().imul_imm_s(iv, flat_strides[d] as i64);
+                        (target, b.ins().iadd(flat, step))
+                    },
+                    &mut |b, (target, flat)| {
+                        let offset = b.ins().imul_imm_s(flat, size as i64);
+                        let at = b.ins().iadd(self.indices, offset);
+                        let index = self.resolved_index(b, at, 0, data[axis]);
+                        let scaled = b.ins().imul_imm_s(index, data_strides[axis] as i64);
+                        let target = b.ins().iadd(target, scaled);
+                        guarded(b, target, flat);
+                    },
+                );
+            }
+        }
+    }
+
+    /// The address `element` elements past `base`.
+    fn element_address(&self, b: &mut FunctionBuilder, base: Value, element: Value) -> Value {
+        let size = self.layout.signature().dtype.size();
+        let bytes = b.ins().imul_imm_s(element, size as i64);
+        let bytes = if self.pointer == I64 {
+            bytes
+        } else {
+            b.ins().ireduce(self.pointer, bytes)
+        };
+        b.ins().iadd(base, bytes)
+    }
+
+    /// Writes one slice of updates (element `update` on) into data's elements from `target`.
+    fn write_slice(&self, b: &mut FunctionBuilder, target: Value, update: Value) {
+        let sig = self.layout.signature();
+        let element = sig.dtype.size() as u64;
+        let bytes = self.layout.slice_len() as u64 * element;
+        let dest = self.element_address(b, self.output, target);
+        let source = self.element_address(b, self.updates, update);
+        if sig.reduction == Reduction::None {
+            if bytes > INLINE_COPY_BYTES {
+                let size = b.ins().iconst(self.pointer, bytes as i64);
+                b.call_memcpy(self.config, dest, source, size);
+            } else {
+                for (offset, ty) in chunks(bytes) {
+                    let value = b.ins().load(ty, flags(), source, offset);
+                    b.ins().store(flags(), value, dest, offset);
+                }
+            }
+            return;
+        }
+        self.arithmetic.combine_slice(b, dest, source, bytes);
+        if sig.reduction == Reduction::Mean {
+            let counts = self.element_address_u64(b, self.counts, target);
+            for_range(b, self.layout.slice_len(), |b, e| {
+                let at = b.ins().imul_imm_s(e, 8);
+                let at = self.narrow(b, at);
+                let at = b.ins().iadd(counts, at);
+                let count = b.ins().load(I64, flags(), at, 0);
+                let count = b.ins().iadd_imm_s(count, 1);
+                b.ins().store(flags(), count, at, 0);
+            });
+        }
+    }
+
+    /// Writes the reduction's neutral value into the slice of data's elements from `target`.
+    fn write_neutral(&self, b: &mut FunctionBuilder, target: Value) {
+        let dest = self.element_address(b, self.output, target);
+        self.arithmetic
+            .fill_neutral(b, dest, self.layout.slice_len() as u64);
+    }
+
+    /// The address of `u64` number `element` of `base`.
+    fn element_address_u64(&self, b: &mut FunctionBuilder, base: Value, element: Value) -> Value {
+        let bytes = b.ins().imul_imm_s(element, 8);
+        let bytes = self.narrow(b, bytes);
+        b.ins().iadd(base, bytes)
+    }
+
+    /// An `i64` byte offset as a pointer-sized one.
+    fn narrow(&self, b: &mut FunctionBuilder, value: Value) -> Value {
+        if self.pointer == I64 {
+            value
+        } else {
+            b.ins().ireduce(self.pointer, value)
+        }
+    }
+}
+
+/// Nested loops over `shape[d..]`: `step(d, iv, state)` moves the state into each iteration
+/// of dim `d`, `body(state)` runs innermost.
+type State = (Value, Value);
+fn nest(
+    b: &mut FunctionBuilder,
+    shape: &[usize],
+    d: usize,
+    state: State,
+    step: &mut dyn FnMut(&mut FunctionBuilder, usize, Value, State) -> State,
+    body: &mut dyn FnMut(&mut FunctionBuilder, State),
+) {
+    if d == shape.len() {
+        body(b, state);
+        return;
+    }
+    for_range(b, shape[d], |b, iv| {
+        let inner = step(b, d, iv, state);
+        nest(b, shape, d + 1, inner, step, body);
+    });
+}
