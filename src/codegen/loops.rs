@@ -62,3 +62,24 @@ pub(crate) fn for_indices(
     b.switch_to_block(exit);
     b.seal_block(exit);
 }
+
+/// `value * k` for a constant `k`, without an instruction where `k` is 0 or 1 (the lowerings
+/// run without Cranelift's optimiser, which would fold them).
+pub(crate) fn mul_const(b: &mut FunctionBuilder, value: Value, k: i64) -> Value {
+    match k {
+        0 => {
+            let ty = b.func.dfg.value_type(value);
+            b.ins().iconst(ty, 0)
+        }
+        1 => value,
+        _ => b.ins().imul_imm_s(value, k),
+    }
+}
+
+/// `value + k` for a constant `k`, without an instruction where `k` is 0.
+pub(crate) fn add_const(b: &mut FunctionBuilder, value: Value, k: i64) -> Value {
+    match k {
+        0 => value,
+        _ => b.ins().iadd_imm_s(value, k),
+    }
+}

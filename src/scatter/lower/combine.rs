@@ -13,7 +13,7 @@ use cranelift_frontend::FunctionBuilder;
 
 use super::flags;
 use crate::codegen::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
-use crate::codegen::loops::for_range;
+use crate::codegen::loops::{add_const, for_range, mul_const};
 use crate::scatter::{Bf16Rounding, Reduction, ScatterLayout, TieBreak, neutral_bits};
 use crate::types::DType;
 
@@ -95,8 +95,8 @@ impl Arithmetic {
             return;
         }
         for_range(b, rest as usize, |b, e| {
-            let offset = b.ins().imul_imm_s(e, element as i64);
-            let offset = b.ins().iadd_imm_s(offset, start as i64);
+            let offset = mul_const(b, e, element as i64);
+            let offset = add_const(b, offset, start as i64);
             let pointer = b.func.dfg.value_type(dest);
             let offset = if pointer == I64 {
                 offset
@@ -123,8 +123,8 @@ impl Arithmetic {
     ) {
         let pointer = b.func.dfg.value_type(dest);
         for_range(b, trips, |b, trip| {
-            let offset = b.ins().imul_imm_s(trip, (per_trip * 16) as i64);
-            let offset = b.ins().iadd_imm_s(offset, start as i64);
+            let offset = mul_const(b, trip, (per_trip * 16) as i64);
+            let offset = add_const(b, offset, start as i64);
             let offset = if pointer == I64 {
                 offset
             } else {
@@ -285,7 +285,7 @@ impl Arithmetic {
         }
         let pointer = b.func.dfg.value_type(dest);
         for_range(b, elements as usize, |b, e| {
-            let offset = b.ins().imul_imm_s(e, size as i64);
+            let offset = mul_const(b, e, size as i64);
             let offset = if pointer == I64 {
                 offset
             } else {

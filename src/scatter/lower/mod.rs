@@ -23,7 +23,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
 use super::{Reduction, ResolvedScatter, ScatterLayout};
 use crate::codegen::chunks;
-use crate::codegen::loops::for_range;
+use crate::codegen::loops::{add_const, for_range, mul_const};
 use crate::codegen::policy;
 use crate::types::{IndexPolicy, OutOfRange};
 
@@ -230,15 +230,15 @@ impl Lowering<'_> {
         };
         let width = dims.len();
         for_range(b, count, |b, i| {
-            let row = b.ins().imul_imm_s(i, (width * size) as i64);
+            let row = mul_const(b, i, (width * size) as i64);
             let at = b.ins().iadd(self.indices, row);
             for (j, &dim) in dims.iter().enumerate() {
                 let value = policy::load_index(b, index_type, flags(), at, (j * size) as i32);
                 let value = policy::wrap_negative(b, index_type, self.policy(), value, dim as i64);
                 let bad = policy::out_of_range(b, value, dim as i64);
                 let next = b.create_block();
-                let position = b.ins().imul_imm_s(i, width as i64);
-                let position = b.ins().iadd_imm_s(position, j as i64);
+                let position = mul_const(b, i, width as i64);
+                let position = add_const(b, position, j as i64);
                 b.ins()
                     .brif(bad, reject, &[BlockArg::from(position)], next, &[]);
                 b.switch_to_block(next);
@@ -287,30 +287,30 @@ impl Lowering<'_> {
                     .map(|j| data[j + 1..k].iter().product::<usize>() * slice)
                     .collect();
                 for_range(b, self.layout.index_count(), |b, t| {
-                    let row = b.ins().imul_imm_s(t, (k * size) as i64);
+                    let row = mul_const(b, t, (k * size) as i64);
                     let at = b.ins().iadd(self.indices, row);
                     let mut target = b.ins().iconst(I64, 0);
                     for (j, &stride) in strides.iter().enumerate() {
                         let index = self.resolved_index(b, at, (j * size) as i32, data[j]);
-                        let scaled = b.ins().imul_imm_s(index, stride as i64);
+                        let scaled = mul_const(b, index, stride as i64);
                         target = b.ins().iadd(target, scaled);
                     }
-                    let update = b.ins().imul_imm_s(t, slice as i64);
+                    let update = mul_const(b, t, slice as i64);
                     guarded(b, target, update);
                 });
             }
             ResolvedScatter::Update { axis } => {
                 let count = self.layout.index_count();
                 for_range(b, self.layout.outer_len(), |b, a| {
-                    let base = b.ins().imul_imm_s(a, (data[axis] * slice) as i64);
-                    let first_update = b.ins().imul_imm_s(a, (count * slice) as i64);
+                    let base = mul_const(b, a, (data[axis] * slice) as i64);
+                    let first_update = mul_const(b, a, (count * slice) as i64);
                     for_range(b, count, |b, i| {
-                        let offset = b.ins().imul_imm_s(i, size as i64);
+                        let offset = mul_const(b, i, size as i64);
                         let at = b.ins().iadd(self.indices, offset);
                         let index = self.resolved_index(b, at, 0, data[axis]);
-                        let scaled = b.ins().imul_imm_s(index, slice as i64);
+                        let scaled = mul_const(b, index, slice as i64);
                         let target = b.ins().iadd(base, scaled);
-                        let update = b.ins().imul_imm_s(i, slice as i64);
+                        let update = mul_const(b, i, slice as i64);
                         let update = b.ins().iadd(first_update, update);
                         guarded(b, target, update);
                     });
@@ -335,17 +335,17 @@ impl Lowering<'_> {
                         let target = if d == axis {
                             target
                         } else {
-                            let step = b.ins().imul_imm_s(iv, data_strides[d] as i64);
+                            let step = mul_const(b, iv, data_strides[d] as i64);
                             b.ins().iadd(target, step)
                         };
-                        let step = b.ins().imul_imm_s(iv, flat_strides[d] as i64);
+                        let step = mul_const(b, iv, flat_strides[d] as i64);
                         (target, b.ins().iadd(flat, step))
                     },
                     &mut |b, (target, flat)| {
-                        let offset = b.ins().imul_imm_s(flat, size as i64);
+                        let offset = mul_const(b, flat, size as i64);
                         let at = b.ins().iadd(self.indices, offset);
                         let index = self.resolved_index(b, at, 0, data[axis]);
-                        let scaled = b.ins().imul_imm_s(index, data_strides[axis] as i64);
+                        let scaled = mul_const(b, index, data_strides[axis] as i64);
                         let target = b.ins().iadd(target, scaled);
                         guarded(b, target, flat);
                     },
@@ -357,7 +357,7 @@ impl Lowering<'_> {
     /// The address `element` elements past `base`.
     fn element_address(&self, b: &mut FunctionBuilder, base: Value, element: Value) -> Value {
         let size = self.layout.signature().dtype.size();
-        let bytes = b.ins().imul_imm_s(element, size as i64);
+        let bytes = mul_const(b, element, size as i64);
         let bytes = if self.pointer == I64 {
             bytes
         } else {
@@ -389,7 +389,7 @@ impl Lowering<'_> {
         if sig.reduction == Reduction::Mean {
             let counts = self.element_address_u64(b, self.counts, target);
             for_range(b, self.layout.slice_len(), |b, e| {
-                let at = b.ins().imul_imm_s(e, 8);
+                let at = mul_const(b, e, 8);
                 let at = self.narrow(b, at);
                 let at = b.ins().iadd(counts, at);
                 let count = b.ins().load(I64, flags(), at, 0);
@@ -408,7 +408,7 @@ impl Lowering<'_> {
 
     /// The address of `u64` number `element` of `base`.
     fn element_address_u64(&self, b: &mut FunctionBuilder, base: Value, element: Value) -> Value {
-        let bytes = b.ins().imul_imm_s(element, 8);
+        let bytes = mul_const(b, element, 8);
         let bytes = self.narrow(b, bytes);
         b.ins().iadd(base, bytes)
     }
