@@ -308,8 +308,13 @@ impl ScatterKernel {
         threads: usize,
     ) -> Result<()> {
         let entry = self.code.entry();
-        // SAFETY: the caller's contract makes the whole indices buffer readable.
-        let all_indices = unsafe { std::slice::from_raw_parts(indices, self.indices_bytes()) };
+        // A buffer of 0 bytes may come as a null pointer, which a slice cannot have.
+        let all_indices: &[u8] = match self.indices_bytes() {
+            0 => &[],
+            // SAFETY: the caller's contract makes the whole indices buffer readable, and a
+            // pointer valid for a read of at least one byte is not null.
+            len => unsafe { std::slice::from_raw_parts(indices, len) },
+        };
         let mut bad = 0u64;
         // SAFETY: mode `MODE_CHECK` reads indices only, within their length (the caller's
         // contract), and writes nothing but `bad`.
@@ -392,7 +397,8 @@ impl ScatterKernel {
                     &mut bad,
                 );
             }
-            if mean {
+            // An empty part has no means to finish (and its pointers may be null).
+            if mean && hi > lo {
                 // SAFETY: this part's elements `lo..hi` of output and counts, which the kernel
                 // call above has finished writing and no other part touches.
                 let (values, counts) = unsafe {
