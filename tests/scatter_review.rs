@@ -219,3 +219,35 @@ fn hostile_shapes_in_many_parts_match_the_interpreter() {
     }
     assert!(checked > 60, "only {checked} signatures checked");
 }
+
+/// `explain` names every step a call takes before it writes (the index check, TensorRT's
+/// duplicate check), the neutral values of `use_init_val = false`, and how parts split.
+#[test]
+fn explain_names_every_step_before_the_writes() {
+    let text = |sig: ScatterSignature| ScatterKernel::compile(&sig).expect("compiles").explain();
+    let trt = text(
+        ScatterSignature::scatter_nd(&[4, 2], &[3, 1], &[3, 2]).with_flavor(ScatterFlavor::TensorRt),
+    );
+    assert!(
+        trt.contains(
+            "pass 1: check the 3 index(es) in row-major order (negative=invalid); a bad one \
+             fails the call before anything is written\n\
+             then: look for duplicate indices (flavor tensorrt forbids them)"
+        ),
+        "{trt}"
+    );
+    let mean = text(
+        ScatterSignature::scatter_elements(&[64, 4096], &[64, 1024], &[64, 1024], 1)
+            .with_flavor(ScatterFlavor::OpenvinoScatterElementsUpdate12)
+            .with_reduction(Reduction::Mean)
+            .with_use_init_val(false),
+    );
+    assert!(
+        mean.contains(
+            "pass 2: every element an update lands on set to mean's neutral value \
+             (use_init_val=false); then for each of 65536 index(es), along data axis 1"
+        ),
+        "{mean}"
+    );
+    assert!(mean.contains("each part runs pass 2 and writes its own range only"), "{mean}");
+}
