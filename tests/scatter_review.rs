@@ -25,8 +25,7 @@ fn raw_calls_accept_null_pointers_for_empty_buffers() {
     assert_eq!(out, data);
     let mut in_place = data.clone();
     // SAFETY: as above, in place.
-    unsafe { kernel.call_in_place_parallel(in_place.as_mut_ptr(), null, null, 3) }
-        .expect("runs");
+    unsafe { kernel.call_in_place_parallel(in_place.as_mut_ptr(), null, null, 3) }.expect("runs");
     assert_eq!(in_place, data);
 
     // Everything empty, under `mean` (which divides after the kernel) and under TensorRT's
@@ -35,7 +34,8 @@ fn raw_calls_accept_null_pointers_for_empty_buffers() {
         ScatterSignature::scatter_elements(&[0], &[0], &[0], 0)
             .with_flavor(ScatterFlavor::OpenvinoScatterElementsUpdate12)
             .with_reduction(Reduction::Mean),
-        ScatterSignature::scatter_nd(&[0, 3], &[0, 1], &[0, 3]).with_flavor(ScatterFlavor::TensorRt),
+        ScatterSignature::scatter_nd(&[0, 3], &[0, 1], &[0, 3])
+            .with_flavor(ScatterFlavor::TensorRt),
     ] {
         let kernel = ScatterKernel::compile(&sig).expect("compiles");
         // SAFETY: every buffer holds 0 bytes.
@@ -92,7 +92,10 @@ fn hostile_index_values_are_the_interpreters_errors_or_results() {
             .with_index_type(IndexType::U64);
         let layout = sig.validate().expect("valid");
         let kernel = ScatterKernel::compile(&sig).expect("compiles");
-        let ids: Vec<u8> = [0u64, big, 1].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let ids: Vec<u8> = [0u64, big, 1]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
         let data = random_bytes(&mut rng, 12, DType::F32);
         let updates = random_bytes(&mut rng, 3, DType::F32);
         let expected = interpret_scatter(&layout, &data, &ids, &updates)
@@ -122,6 +125,9 @@ fn hostile_index_values_are_the_interpreters_errors_or_results() {
     agrees(&sig, &[3, -1], &mut rng, &threads);
 }
 
+/// An op, its flavor and its data, indices and updates shapes.
+type Case = (ScatterOp, ScatterFlavor, Vec<usize>, Vec<usize>, Vec<usize>);
+
 /// Shapes whose slices are empty or single elements, ScatterUpdate with several outer
 /// positions, ScatterElements with indices shorter than data, and `bool` bytes other than 0
 /// and 1, split into more parts than data has slices.
@@ -129,7 +135,7 @@ fn hostile_index_values_are_the_interpreters_errors_or_results() {
 fn hostile_shapes_in_many_parts_match_the_interpreter() {
     let mut rng = XorShift::new(32);
     let threads = [1, 2, 3, 7, 64];
-    let cases: Vec<(ScatterOp, ScatterFlavor, Vec<usize>, Vec<usize>, Vec<usize>)> = vec![
+    let cases: Vec<Case> = vec![
         // Empty slices: data [3, 0], one index per row.
         (
             ScatterOp::Nd,
@@ -173,7 +179,14 @@ fn hostile_shapes_in_many_parts_match_the_interpreter() {
     ];
     let mut checked = 0;
     for (op, flavor, data, indices, updates) in cases {
-        for dtype in [DType::F32, DType::F16, DType::Bf16, DType::I8, DType::U64, DType::Bool] {
+        for dtype in [
+            DType::F32,
+            DType::F16,
+            DType::Bf16,
+            DType::I8,
+            DType::U64,
+            DType::Bool,
+        ] {
             for &reduction in flavor.reductions() {
                 if !reduction.defined_on(dtype) {
                     continue;
@@ -226,7 +239,8 @@ fn hostile_shapes_in_many_parts_match_the_interpreter() {
 fn explain_names_every_step_before_the_writes() {
     let text = |sig: ScatterSignature| ScatterKernel::compile(&sig).expect("compiles").explain();
     let trt = text(
-        ScatterSignature::scatter_nd(&[4, 2], &[3, 1], &[3, 2]).with_flavor(ScatterFlavor::TensorRt),
+        ScatterSignature::scatter_nd(&[4, 2], &[3, 1], &[3, 2])
+            .with_flavor(ScatterFlavor::TensorRt),
     );
     assert!(
         trt.contains(
@@ -249,5 +263,22 @@ fn explain_names_every_step_before_the_writes() {
         ),
         "{mean}"
     );
-    assert!(mean.contains("each part runs pass 2 and writes its own range only"), "{mean}");
+    assert!(
+        mean.contains("each part runs pass 2 and writes its own range only"),
+        "{mean}"
+    );
+}
+
+/// Every part of a parallel call walks every update (writing only its own range), so parts
+/// beyond the cores that run them only repeat that walk: `threads = 1024` (the CLI's bench
+/// allows it) on ScatterElements [1024, 1024] walks 2^20 updates 1024 times over on a
+/// two-core machine. A finding left open: the parts should stop at what the pool runs at once.
+#[test]
+#[ignore = "finding: parallel_parts does not stop at the cores, and each part walks every update"]
+fn parts_beyond_the_cores_do_not_repeat_the_walk() {
+    let sig = ScatterSignature::scatter_elements(&[1024, 1024], &[1024, 1024], &[1024, 1024], 0);
+    let kernel = ScatterKernel::compile(&sig).expect("compiles");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let parts = kernel.parallel_parts(1024, false);
+    assert!(parts <= cores, "{parts} parts on {cores} core(s)");
 }
