@@ -115,6 +115,7 @@ pub use error::{Error, Result};
 pub use ir::{
     DType, Flavor, IndexPolicy, IndexType, NegativeIndices, Op, OutOfRange, OutputMemory, Signature,
 };
+pub use kernel::MAX_PARTS_BEYOND_CORES;
 pub use kernel::{
     CompiledOp, Element, IndexElement, Inputs, Kernel, PARALLEL_MIN_BYTES, QuantizedKernel,
     ScatterKernel,

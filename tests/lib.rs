@@ -17,6 +17,7 @@ mod scatter;
 mod scatter_conformance;
 mod scatter_jit;
 mod scatter_props;
+mod scatter_review;
 mod seeds;
 mod soundness;
 mod util;

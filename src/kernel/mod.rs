@@ -37,7 +37,7 @@ pub use compiled::{CompiledOp, Inputs};
 pub use element::{Element, IndexElement};
 pub use parallel::PARALLEL_MIN_BYTES;
 pub use quantized::QuantizedKernel;
-pub use scatter::ScatterKernel;
+pub use scatter::{MAX_PARTS_BEYOND_CORES, ScatterKernel};
 
 /// A gather compiled for one [`Signature`]: native code plus what is needed to call it.
 ///

@@ -52,6 +52,10 @@ unsafe impl EntryPoint for ScatterFn {
     }
 }
 
+/// The most parts a parallel scatter uses on a machine with fewer cores (see
+/// [`ScatterKernel::parallel_parts`]).
+pub const MAX_PARTS_BEYOND_CORES: usize = 4;
+
 /// A scatter (ScatterND, ScatterElements, ScatterUpdate) compiled for one
 /// [`ScatterSignature`].
 ///
@@ -274,8 +278,9 @@ impl ScatterKernel {
 
     /// How many parts a parallel call on `threads` threads (0: the kernel chooses) uses, out
     /// of place or in place: with 0, one per core when the bytes a call moves (updates, plus
-    /// data's copy out of place) reach [`PARALLEL_MIN_BYTES`], else one; never more parts
-    /// than slices of data.
+    /// data's copy out of place) reach [`PARALLEL_MIN_BYTES`], else one. Never more parts
+    /// than slices of data, nor than [`MAX_PARTS_BEYOND_CORES`] or the cores, whichever is
+    /// more: every part walks every update, so parts beyond the cores repeat that walk.
     pub fn parallel_parts(&self, threads: usize, in_place: bool) -> usize {
         let moved = self.updates_bytes() + if in_place { 0 } else { self.data_bytes() };
         let threads = match threads {
@@ -283,7 +288,8 @@ impl ScatterKernel {
             0 => 1,
             n => n,
         };
-        threads.min(self.slots().max(1))
+        let most = pool::threads().max(MAX_PARTS_BEYOND_CORES);
+        threads.min(most).min(self.slots().max(1))
     }
 
     /// Data's slices: the places one write can start at.
@@ -308,8 +314,13 @@ impl ScatterKernel {
         threads: usize,
     ) -> Result<()> {
         let entry = self.code.entry();
-        // SAFETY: the caller's contract makes the whole indices buffer readable.
-        let all_indices = unsafe { std::slice::from_raw_parts(indices, self.indices_bytes()) };
+        // A buffer of 0 bytes may come as a null pointer, which a slice cannot have.
+        let all_indices: &[u8] = match self.indices_bytes() {
+            0 => &[],
+            // SAFETY: the caller's contract makes the whole indices buffer readable, and a
+            // pointer valid for a read of at least one byte is not null.
+            len => unsafe { std::slice::from_raw_parts(indices, len) },
+        };
         let mut bad = 0u64;
         // SAFETY: mode `MODE_CHECK` reads indices only, within their length (the caller's
         // contract), and writes nothing but `bad`.
@@ -392,7 +403,8 @@ impl ScatterKernel {
                     &mut bad,
                 );
             }
-            if mean {
+            // An empty part has no means to finish (and its pointers may be null).
+            if mean && hi > lo {
                 // SAFETY: this part's elements `lo..hi` of output and counts, which the kernel
                 // call above has finished writing and no other part touches.
                 let (values, counts) = unsafe {

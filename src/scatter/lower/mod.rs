@@ -99,20 +99,37 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
             layout.index_count()
         ),
     };
-    let init = if !sig.use_init_val && sig.reduction != Reduction::None {
-        "\n  first pass: each target element set to the reduction's neutral value"
+    let duplicates = if sig.flavor.forbids_duplicates() {
+        format!(
+            "\nthen: look for duplicate indices (flavor {} forbids them); one fails the call \
+             before anything is written",
+            sig.flavor
+        )
     } else {
-        ""
+        String::new()
+    };
+    let init = if !sig.use_init_val && sig.reduction != Reduction::None {
+        format!(
+            "every element an update lands on set to {}'s neutral value (use_init_val=false); \
+             then ",
+            sig.reduction
+        )
+    } else {
+        String::new()
     };
     let mean = if sig.reduction == Reduction::Mean {
-        "\n  counts each element's updates; the sums are divided after the kernel returns"
+        "\n  count each element's updates; the sums are divided by the counts after the kernel \
+         returns"
     } else {
         ""
     };
     format!(
-        "pass 1: check {} index(es) in row-major order (negative={}); nothing written before\n\
-         pass 2: {order}, in index order:{init}\n  write {slice} element(s) ({bytes} bytes): \
-         {how}{mean}",
+        "pass 1: check the {} index(es) in row-major order (negative={}); a bad one fails the \
+         call before anything is written{duplicates}\n\
+         pass 2: {init}{order}, in index order:\n  write {slice} element(s) ({bytes} bytes): \
+         {how}{mean}\n\
+         a parallel call splits data into ranges of whole slices: each part runs pass 2 and \
+         writes its own range only",
         layout.indices_len(),
         match sig.negative {
             crate::types::NegativeIndices::Wrap => "wrap",
