@@ -2,40 +2,63 @@
 
 use std::hint::black_box;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::{Flavor, Inputs, KernelCache, Tuning};
+use gather_jit::{Inputs, KernelCache, Tuning};
 use serde_json::json;
 
 use crate::failure::{Failure, Result, eprint_line};
 use crate::hugepages;
-use crate::op_kernel::OpSignature;
+use crate::npz::{ArrayPath, read_array};
+use crate::op_kernel::{OpKernel, OpLayout, OpSignature};
 use crate::opargs::{OpArgs, SignatureArgs};
 use crate::progress::{self, Progress};
-use crate::quantized;
+use crate::quantized::{self, Input};
 use crate::random::{self, XorShift};
+use crate::scatter;
 use crate::timing::{gbps, human_time, measure, measure_each, nanos};
 use crate::values::parse_count;
 
-/// Time a kernel on seeded random data with random valid indices.
+/// Time a kernel on seeded random data with random valid indices (or the indices of a file).
 ///
 /// Reports the compile time (validation, specialisation, Cranelift), the time of a cache hit,
 /// the median (p50), p90, p99, min and max time per call (percentiles of the samples), GB/s (output bytes read from data + indices read + output
-/// written, per second), and a memcpy and a fill (with a non-zero byte) of the output's size
+/// written, per second; a scatter's count is its own, see docs/cli-scatter.md), and a memcpy
+/// and a fill (with a non-zero byte) of the output's size
 /// measured in the same run, with the ratios. Each sample times a batch of calls (enough for ~10 µs) and divides.
+///
+/// A scatter's data and updates are floats of magnitude 1 to 2 with random signs (so that
+/// repeated reductions stay away from subnormal numbers), 0 or 1 for bool, random integers;
+/// under TensorRT's flavor the random indices are distinct where duplicates are forbidden. In
+/// place (--in-place), every call updates the same data buffer, so reductions accumulate.
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128
   gather-jit bench --op gather-nd --data-shape 1000x256x10x15 --indices-shape 25x125x3 --threads 2 --json
   gather-jit bench --op gather-nd --data-shape 512x512 --indices-shape 262144x2 --index-limit 64
-  gather-jit bench --op gather-block-quantized --bits 4 --block-size 32 --data-shape 32000x4096 --indices-shape 1x32")]
+  gather-jit bench --op gather-block-quantized --bits 4 --block-size 32 --data-shape 32000x4096 --indices-shape 1x32
+  gather-jit bench --op scatter-nd --data-shape 1x32x4096x128 --indices-shape 32x3 --dtype f16 --in-place
+  gather-jit bench --op scatter-nd --reduction add --data-shape 30522x768 --indices ids.npy --in-place --json")]
 pub struct BenchArgs {
     #[command(flatten)]
     op: OpArgs,
     #[command(flatten)]
     signature: SignatureArgs,
+    /// Scatters: time the in-place call (data is the output: ScatterKernel::run_bytes_in_place)
+    /// instead of the out-of-place one (run_bytes)
+    #[arg(long)]
+    in_place: bool,
+    /// Exact indices from FILE.npy (or FILE.npz:NAME) instead of random ones; their shape and
+    /// type are the signature's (--indices-shape and --index-type may be left out)
+    #[arg(long, value_name = "FILE")]
+    indices: Option<PathBuf>,
+    /// Compare the first call's output with the reference interpreter's and fail (status 1) if
+    /// they differ
+    #[arg(long)]
+    check: bool,
     /// Split each call's outermost loop into N parts (Kernel::run_bytes_parallel); the memcpy
     /// and the fill are split into as many parts, run on the same threads (a quantized op
     /// splits its indices)
@@ -129,9 +152,16 @@ fn tuning(args: &BenchArgs) -> Tuning {
     }
 }
 
-/// Refuses the flags a quantized op cannot honour: the banding of the plain gathers.
-fn refuse_for_quantized(args: &BenchArgs, sig: &OpSignature) -> Result<()> {
-    if !matches!(sig, OpSignature::Quantized(_)) {
+/// Refuses the flags an op cannot honour: the banding of the plain gathers with a quantized
+/// op or a scatter, `--in-place` with a gather.
+fn refuse_unfit_flags(args: &BenchArgs, sig: &OpSignature) -> Result<()> {
+    let is_scatter = matches!(sig, OpSignature::Scatter(_));
+    if args.in_place && !is_scatter {
+        return Err(Failure::usage(
+            "--in-place applies to the scatters only (a gather's output is a new tensor)",
+        ));
+    }
+    if !matches!(sig, OpSignature::Quantized(_)) && !is_scatter {
         return Ok(());
     }
     let op = format!("--op {}", args.op.kind()?.flag());
@@ -154,8 +184,27 @@ fn refuse_for_quantized(args: &BenchArgs, sig: &OpSignature) -> Result<()> {
 /// An invalid signature, a flag the op cannot honour, no valid index, buffers too large for
 /// memory, a thread that cannot be started (status 2).
 pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
-    let sig = args.signature.signature(&args.op)?;
-    refuse_for_quantized(args, &sig)?;
+    let given_indices = match &args.indices {
+        Some(path) => {
+            let path = ArrayPath::parse(path);
+            let array = read_array(&path)?;
+            Some(Input { path, array })
+        }
+        None => None,
+    };
+    let sig = match &given_indices {
+        Some(input) => {
+            let (shape, index_type) = indices_from_file(
+                input,
+                args.signature.indices_shape.as_ref().map(|s| &s.0[..]),
+                args.signature.index_type,
+            )?;
+            args.signature
+                .signature_with_indices(&args.op, &shape, index_type)?
+        }
+        None => args.signature.signature(&args.op)?,
+    };
+    refuse_unfit_flags(args, &sig)?;
     let validation = sig.validate()?;
     let layout = validation.layout();
     let tuning = tuning(args);
@@ -167,39 +216,26 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     }
     let progress = Progress::new("bench", 6);
     // Every buffer is made before anything is timed, so that one too large for memory fails
-    // at once. The random draws keep their order: data, indices, (scales, zero points,) the
-    // memcpy's source.
+    // at once.
     progress.start("random data and indices, and the memcpy's buffers");
     let mut rng = XorShift::new(args.seed);
     let huge = !args.no_huge_pages;
-    let data_offset = args.data_offset as usize;
-    let data_bytes = layout.data_bytes()?;
-    let mut data_buffer =
-        hugepages::zeroed(data_offset.saturating_add(data_bytes), huge, "the data")?;
-    rng.fill(&mut data_buffer[data_offset..]);
-    if let Some(quantized) = layout.quantized() {
-        quantized::finite_block_scales(quantized, &mut data_buffer[data_offset..]);
-    }
-    let data = &data_buffer[data_offset..];
-    let indices_bytes = layout.indices_bytes()?;
-    let mut indices = hugepages::with_capacity(indices_bytes, huge, "the indices")?;
-    random::push_valid_op_indices(
+    let limit = args.index_limit.unwrap_or(u64::MAX);
+    let given = given_indices.as_ref().map(|i| &i.array.bytes[..]);
+    let mut inputs = BenchInputs::new(
         layout,
         &mut rng,
-        args.index_limit.unwrap_or(u64::MAX),
-        &mut indices,
+        huge,
+        args.data_offset as usize,
+        limit,
+        given,
     )?;
-    let (scales, zero_points) = match layout.quantized() {
-        Some(quantized) => quantized::random_scales(quantized, &mut rng)?,
-        None => (Vec::new(), None),
-    };
     let output_bytes = layout.output_bytes()?;
     let output_offset = args.output_offset as usize;
-    let mut output_buffer = hugepages::zeroed(
-        output_offset.saturating_add(output_bytes),
-        huge,
-        "the output",
-    )?;
+    // In place, data is the output: no buffer of its own.
+    let output_len = if args.in_place { 0 } else { output_bytes };
+    let mut output_buffer =
+        hugepages::zeroed(output_offset.saturating_add(output_len), huge, "the output")?;
     let mut source = hugepages::zeroed(output_bytes, huge, "the memcpy's source")?;
     rng.fill(&mut source);
     let mut copy = hugepages::zeroed(output_bytes, huge, "the memcpy's destination")?;
@@ -244,26 +280,23 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     });
 
     let threads = u64::from(args.threads);
-    let threads_used = kernel.compiled().parallel_parts(threads as usize) as u64;
+    let threads_used = match kernel.scatter() {
+        Some(k) => k.parallel_parts(threads as usize, args.in_place),
+        None => kernel.compiled().parallel_parts(threads as usize),
+    } as u64;
     let output = &mut output_buffer[output_offset..];
-    let inputs = Inputs {
-        data,
-        indices: &indices,
-        scales: &scales,
-        zero_points: zero_points.as_deref(),
-        updates: &[],
-    };
     progress.done();
     progress.start("the kernel");
-    kernel
-        .compiled()
-        .run_inputs(inputs, output, threads as usize)
-        .map_err(|e| sig.index_failure(e))?;
+    let call = Call {
+        kernel: &kernel,
+        sig: &sig,
+        threads: threads as usize,
+        in_place: args.in_place,
+    };
+    call.first(&mut inputs, output, args.check)?;
     let jit = measure(budget, || {
         // The first call succeeded on these buffers, so every later one does too.
-        let _ = kernel
-            .compiled()
-            .run_inputs(inputs, black_box(&mut *output), threads as usize);
+        let _ = call.again(&mut inputs, black_box(&mut *output));
     });
     progress.done();
     progress.start("memcpy of the output's size");
@@ -281,7 +314,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     drop(copy_chunks);
     drop(progress);
 
-    let moved = kernel.bytes_moved();
+    let moved = kernel.bytes_moved(args.in_place);
     let ns = |x: f64| Duration::from_nanos(x.round() as u64);
     let jit_gbps = gbps(moved, ns(jit.median));
     let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
@@ -292,7 +325,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         let mut json = json!({
             "signature": sig.to_string(),
             "op": sig.op_text(),
-            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
+            "flavor": sig.flavor().or(args.op.flavor.map(|f| f.name())),
             "dtype": sig.dtype().name(),
             "index_type": sig.index_type().name(),
             "data_shape": sig.data_shape(),
@@ -304,7 +337,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
             "output_offset": args.output_offset,
             "data_offset": args.data_offset,
             "output_address_mod_64": output.as_ptr() as usize % 64,
-            "data_address_mod_64": data.as_ptr() as usize % 64,
+            "data_address_mod_64": inputs.data().as_ptr() as usize % 64,
             "threads": args.threads,
             "threads_used": threads_used,
             "outer_extent": kernel.compiled().outer_extent(),
@@ -335,6 +368,15 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         json["p50_ns"] = jit.median.into();
         json["p90_ns"] = jit.p90.into();
         json["p99_ns"] = jit.p99.into();
+        json["checked"] = args.check.into();
+        json["indices_file"] = given_indices.as_ref().map(|i| i.path.to_string()).into();
+        // The scatters' own inputs and attributes, beside the keys every op has.
+        if let OpSignature::Scatter(scatter) = &sig {
+            json["updates_shape"] = scatter.updates_shape.clone().into();
+            json["reduction"] = scatter.reduction.name().into();
+            json["use_init_val"] = scatter.use_init_val.into();
+            json["in_place"] = args.in_place.into();
+        }
         // The quantized ops' own buffers, beside the keys every op has.
         if let Some(quantized) = layout.quantized() {
             json["data_bytes_shape"] = quantized.data_bytes_shape().into();
@@ -347,6 +389,23 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     }
     outln!(out, "signature     {sig}");
     outln!(out, "output shape  {:?}", layout.output_shape());
+    if matches!(sig, OpSignature::Scatter(_)) {
+        let entry = if args.in_place {
+            "in place (data is the output; every call updates the same data)"
+        } else {
+            "out of place (output = data with the updates)"
+        };
+        outln!(out, "call          {entry}");
+    }
+    if let Some(input) = &given_indices {
+        outln!(out, "indices       from {}", input.path);
+    }
+    if args.check {
+        outln!(
+            out,
+            "check         the first call agrees with the interpreter"
+        );
+    }
     if let Some(limit) = args.index_limit {
         outln!(out, "indices       all below {limit} (a corner of data)");
     }
@@ -394,10 +453,211 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     progress::note_debug_timings();
     if threads_used < threads {
         eprint_line(format_args!(
-            "note: the gather splits into at most {threads_used} part(s) (the outermost loop \
+            "note: the {} splits into at most {threads_used} part(s) (the outermost loop \
              has {} iteration(s)), so {threads_used} thread(s) were used",
+            if matches!(sig, OpSignature::Scatter(_)) {
+                "scatter"
+            } else {
+                "gather"
+            },
             kernel.compiled().outer_extent(),
         ));
     }
     Ok(())
+}
+
+/// The inputs of a bench (or of `explain --check`): seeded random data, valid indices (or a
+/// file's), and the quantized ops' scales and zero points or the scatters' updates, drawn in
+/// that order.
+pub struct BenchInputs {
+    /// Data, starting `data_offset` bytes in.
+    data_buffer: Vec<u8>,
+    data_offset: usize,
+    indices: Vec<u8>,
+    scales: Vec<u8>,
+    zero_points: Option<Vec<u8>>,
+    updates: Vec<u8>,
+}
+
+impl BenchInputs {
+    /// Every buffer of `layout`'s op, drawn from `rng` (indices below `limit`, or `given`),
+    /// advised huge pages if `huge`.
+    ///
+    /// # Errors
+    /// No valid index can be drawn; a buffer too large for memory.
+    pub fn new(
+        layout: OpLayout,
+        rng: &mut XorShift,
+        huge: bool,
+        data_offset: usize,
+        limit: u64,
+        given: Option<&[u8]>,
+    ) -> Result<BenchInputs> {
+        let data_bytes = layout.data_bytes()?;
+        let mut data_buffer =
+            hugepages::zeroed(data_offset.saturating_add(data_bytes), huge, "the data")?;
+        let data = &mut data_buffer[data_offset..];
+        match layout.scatter() {
+            Some(scatter_layout) => {
+                scatter::fill_values(scatter_layout.signature().dtype, data, rng);
+            }
+            None => rng.fill(data),
+        }
+        if let Some(quantized) = layout.quantized() {
+            quantized::finite_block_scales(quantized, data);
+        }
+        let indices_bytes = layout.indices_bytes()?;
+        let mut indices = hugepages::with_capacity(indices_bytes, huge, "the indices")?;
+        match given {
+            Some(given) => indices.extend_from_slice(given),
+            None => random::push_valid_op_indices(layout, rng, limit, &mut indices)?,
+        }
+        let (scales, zero_points) = match layout.quantized() {
+            Some(quantized) => quantized::random_scales(quantized, rng)?,
+            None => (Vec::new(), None),
+        };
+        let updates = match layout.scatter() {
+            Some(scatter_layout) => {
+                let sig = scatter_layout.signature();
+                let len = crate::buffer::byte_len(
+                    scatter_layout.updates_len(),
+                    sig.dtype.size(),
+                    "the updates",
+                )?;
+                let mut updates = hugepages::zeroed(len, huge, "the updates")?;
+                scatter::fill_values(sig.dtype, &mut updates, rng);
+                updates
+            }
+            None => Vec::new(),
+        };
+        Ok(BenchInputs {
+            data_buffer,
+            data_offset,
+            indices,
+            scales,
+            zero_points,
+            updates,
+        })
+    }
+
+    /// Data.
+    pub fn data(&self) -> &[u8] {
+        &self.data_buffer[self.data_offset..]
+    }
+
+    /// The buffers as a call takes them.
+    pub fn inputs(&self) -> Inputs<'_> {
+        Inputs {
+            data: self.data(),
+            indices: &self.indices,
+            scales: &self.scales,
+            zero_points: self.zero_points.as_deref(),
+            updates: &self.updates,
+        }
+    }
+}
+
+/// One kernel's call as the bench times it: out of place into an output, or (a scatter) in
+/// place on the inputs' data.
+pub struct Call<'a> {
+    /// The kernel.
+    pub kernel: &'a OpKernel,
+    /// Its signature (for the wording of index errors).
+    pub sig: &'a OpSignature,
+    /// Parts of each call (0: the kernel chooses).
+    pub threads: usize,
+    /// A scatter's in-place call.
+    pub in_place: bool,
+}
+
+impl Call<'_> {
+    /// One call, its errors as the user reads them; with `check`, its output (in place: the
+    /// data it updated) compared with the interpreter's on the same inputs.
+    ///
+    /// # Errors
+    /// A rejected index; no memory for `check`'s copy of data; a disagreement (status 1).
+    pub fn first(&self, inputs: &mut BenchInputs, output: &mut [u8], check: bool) -> Result<()> {
+        if !check {
+            return self
+                .again(inputs, output)
+                .map_err(|e| self.sig.index_failure(e));
+        }
+        if !self.in_place {
+            self.again(inputs, output)
+                .map_err(|e| self.sig.index_failure(e))?;
+            return crate::run::check(self.kernel, self.sig, &inputs.inputs(), output);
+        }
+        let data = inputs.data();
+        let mut original = crate::buffer::with_capacity(data.len(), "a copy of the data")?;
+        original.extend_from_slice(data);
+        self.again(inputs, output)
+            .map_err(|e| self.sig.index_failure(e))?;
+        let updated = inputs.data();
+        let before = Inputs {
+            data: &original,
+            ..inputs.inputs()
+        };
+        crate::run::check(self.kernel, self.sig, &before, updated)
+    }
+
+    /// One call.
+    ///
+    /// # Errors
+    /// The library's.
+    pub fn again(
+        &self,
+        inputs: &mut BenchInputs,
+        output: &mut [u8],
+    ) -> Result<(), gather_jit::Error> {
+        match (self.in_place, self.kernel.scatter()) {
+            (true, Some(kernel)) => {
+                let data = &mut inputs.data_buffer[inputs.data_offset..];
+                kernel.run_bytes_in_place_parallel(
+                    data,
+                    &inputs.indices,
+                    &inputs.updates,
+                    self.threads,
+                )
+            }
+            _ => self
+                .kernel
+                .compiled()
+                .run_inputs(inputs.inputs(), output, self.threads),
+        }
+    }
+}
+
+/// The index type and shape of exact indices read from a file (`bench --indices`), checked
+/// against the flags where given.
+///
+/// # Errors
+/// Indices that are not integers; a shape or type that differs from the flag's.
+fn indices_from_file(
+    input: &Input,
+    shape_flag: Option<&[usize]>,
+    type_flag: Option<gather_jit::IndexType>,
+) -> Result<(Vec<usize>, gather_jit::IndexType)> {
+    let array = &input.array;
+    let index_type = array.element.index_type().ok_or_else(|| {
+        Failure::usage(format!(
+            "{}: indices must have an integer type, found {}",
+            input.path,
+            array.element.dtype().map_or("?", gather_jit::DType::name)
+        ))
+    })?;
+    if let Some(flag) = shape_flag.filter(|&flag| flag != array.shape.as_slice()) {
+        return Err(Failure::usage(format!(
+            "{}: shape {:?} differs from --indices-shape {flag:?} (leave the flag out to take \
+             the file's)",
+            input.path, array.shape
+        )));
+    }
+    if let Some(flag) = type_flag.filter(|&flag| flag != index_type) {
+        return Err(Failure::usage(format!(
+            "{}: index type {index_type} differs from --index-type {flag} (leave the flag out \
+             to take the file's)",
+            input.path
+        )));
+    }
+    Ok((array.shape.clone(), index_type))
 }

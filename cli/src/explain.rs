@@ -4,16 +4,22 @@ use std::io::Write;
 use std::time::Instant;
 
 use clap::Args;
+use gather_jit::Tuning;
 use gather_jit::specialize::Plan;
-use gather_jit::{Flavor, Tuning};
 use serde_json::{Value, json};
 
 use crate::aot;
-use crate::failure::Result;
+use crate::bench::{BenchInputs, Call};
+use crate::buffer;
+use crate::failure::{Failure, Result};
 use crate::objdump::{self, Disassembly};
 use crate::op_kernel::{OpKernel, OpSignature};
 use crate::opargs::{OpArgs, SignatureArgs};
+use crate::random::XorShift;
 use crate::timing::{human_time, nanos};
+
+/// The seed of `--check`'s random inputs (`bench`'s default seed).
+const CHECK_SEED: u64 = 42;
 
 /// Print a kernel's inferred output shape, loop plan, Cranelift IR and machine code.
 ///
@@ -30,12 +36,22 @@ use crate::timing::{human_time, nanos};
   gather-jit explain --op gather-nd --data-shape 2x3x4 --indices-shape 2x1 --dtype f32 --index-type i64
   gather-jit explain --op gather --data-shape 1000x64 --indices-shape 16 --target aarch64-unknown-linux-gnu
   gather-jit explain --flavor openvino-gather1 --axis 1 --data-shape 6x12x10x24 --indices-shape 15x4x20x28 --json
-  gather-jit explain --op gather-gguf --format q4_0 --data-shape 32000x4096 --indices-shape 8")]
+  gather-jit explain --op gather-gguf --format q4_0 --data-shape 32000x4096 --indices-shape 8
+  gather-jit explain --op scatter-nd --reduction add --data-shape 30522x768 --indices-shape 1024x1 --check
+  gather-jit explain --op scatter-elements --flavor openvino-scatterelementsupdate12 --axis 1 --reduction mean --data-shape 64x4096 --indices-shape 64x1024 --json")]
 pub struct ExplainArgs {
     #[command(flatten)]
     op: OpArgs,
     #[command(flatten)]
     signature: SignatureArgs,
+    /// Scatters: the in-place call (data is the output), for --check and the bytes a call
+    /// moves
+    #[arg(long)]
+    in_place: bool,
+    /// Also run the kernel once on seeded random inputs (valid indices) and compare its
+    /// output with the reference interpreter's; fail (status 1) if they differ
+    #[arg(long)]
+    check: bool,
     /// Show the kernel of an object for this target triple (as `gather-jit aot --target`
     /// takes it, or `host`) and its machine code, disassembled by the target's objdump
     #[arg(long, value_name = "TRIPLE", allow_hyphen_values = true)]
@@ -51,10 +67,23 @@ pub struct ExplainArgs {
 /// An invalid signature (status 2).
 pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
     let sig = args.signature.signature(&args.op)?;
+    if args.in_place && !matches!(sig, OpSignature::Scatter(_)) {
+        return Err(Failure::usage(
+            "--in-place applies to the scatters only (a gather's output is a new tensor)",
+        ));
+    }
     if let Some(triple) = &args.target {
+        if args.check {
+            return Err(Failure::usage(
+                "--check runs the host's kernel; an object's (--target) is not run",
+            ));
+        }
         return for_target(args, &sig, triple, out);
     }
     let kernel = sig.compile(Tuning::default())?;
+    if args.check {
+        check_once(&kernel, &sig, args.in_place)?;
+    }
     let clif = kernel.compiled().clif()?;
     if args.json {
         let json = host_json(args, &sig, &kernel, &clif)?;
@@ -74,6 +103,25 @@ pub fn main(args: &ExplainArgs, out: &mut dyn Write) -> Result<()> {
         human_time(kernel.compiled().compile_time())
     );
     outln!(out, "machine code:  {} bytes", kernel.code_bytes());
+    if matches!(sig, OpSignature::Scatter(_)) {
+        let entry = if args.in_place {
+            "in place (data is the output)"
+        } else {
+            "out of place (output = data with the updates)"
+        };
+        outln!(out, "call:          {entry}");
+        outln!(
+            out,
+            "bytes moved:   {} per call",
+            kernel.bytes_moved(args.in_place)
+        );
+    }
+    if args.check {
+        outln!(
+            out,
+            "check:         agrees with the interpreter on random inputs (seed {CHECK_SEED})"
+        );
+    }
     if !loops.is_empty() {
         outln!(out);
         outln!(out, "{}", loops.strip_suffix('\n').unwrap_or(loops));
@@ -171,6 +219,25 @@ fn for_target(
     Ok(())
 }
 
+/// `--check`: one call of `kernel` on seeded random inputs, compared with the interpreter.
+///
+/// # Errors
+/// No valid index can be drawn; buffers too large for memory; a disagreement (status 1).
+fn check_once(kernel: &OpKernel, sig: &OpSignature, in_place: bool) -> Result<()> {
+    let layout = kernel.layout();
+    let mut rng = XorShift::new(CHECK_SEED);
+    let mut inputs = BenchInputs::new(layout, &mut rng, false, 0, u64::MAX, None)?;
+    let output_len = if in_place { 0 } else { layout.output_bytes()? };
+    let mut output = buffer::zeroed(output_len, "the output")?;
+    let call = Call {
+        kernel,
+        sig,
+        threads: 1,
+        in_place,
+    };
+    call.first(&mut inputs, &mut output, true)
+}
+
 /// The JSON object of the host's `explain --json`.
 fn host_json(
     args: &ExplainArgs,
@@ -182,7 +249,7 @@ fn host_json(
     let mut json = json!({
             "signature": sig.to_string(),
             "op": sig.op_text(),
-            "flavor": sig.flavor().or(args.op.flavor).map(Flavor::name),
+            "flavor": sig.flavor().or(args.op.flavor.map(|f| f.name())),
             "policy": sig.policy().to_string(),
             "dtype": sig.dtype().name(),
             "index_type": sig.index_type().name(),
@@ -203,6 +270,18 @@ fn host_json(
         json["data_bytes_shape"] = quantized.data_bytes_shape().into();
         json["scales_shape"] = quantized.scales_shape().into();
         json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
+    }
+    json["checked"] = args.check.into();
+    if let OpSignature::Scatter(scatter) = sig {
+        json["updates_shape"] = scatter.updates_shape.clone().into();
+        json["reduction"] = scatter.reduction.name().into();
+        json["use_init_val"] = scatter.use_init_val.into();
+        json["in_place"] = args.in_place.into();
+        json["bytes_moved"] = kernel.bytes_moved(args.in_place).into();
+        json["parallel_parts"] = kernel
+            .scatter()
+            .map(|k| k.parallel_parts(0, args.in_place))
+            .into();
     }
     Ok(json)
 }

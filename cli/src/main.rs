@@ -3,7 +3,7 @@
 //! Subcommands, one module each:
 //! - `demo` ([`mod@demo`]): the seed examples, the OpenVINO IR layer shapes and an embedding lookup
 //!   through the JIT and the interpreter, as a table.
-//! - `run` ([`mod@run`]): one op on `.npy` and `.npz` files.
+//! - `run` ([`mod@run`]): one op on `.npy` and `.npz` files (a scatter's updates too).
 //! - `explain` ([`mod@explain`]): output shape, loop plan, Cranelift IR and code size of a kernel.
 //! - `bench` ([`mod@bench`]): times per call beside a memcpy of the output size, optionally JSON.
 //! - `aot` ([`mod@aot`]): a kernel compiled into a relocatable object for a target triple, with
@@ -15,9 +15,10 @@
 //! flags, files, signatures or indices and for buffers too large for memory (one line on
 //! stderr, never an abort), 1 when the JIT and the interpreter disagree (a bug in the crate).
 //!
-//! `run`, `explain`, `bench` and `aot` take every op, plain or quantized, through one path each: the
-//! one place that tells the op families apart is [`mod@op_kernel`] (and, for the quantized
-//! ops' packed inputs, [`mod@quantized`]).
+//! `run`, `explain`, `bench` and `aot` take every op, plain, quantized or scatter, through one
+//! path each: the one place that tells the op families apart is [`mod@op_kernel`] (and, for
+//! the quantized ops' packed inputs, [`mod@quantized`]; for the scatters' updates,
+//! [`mod@scatter`]).
 //!
 //! The CLI uses the library's public API only; `docs/cli.md` is its user guide.
 
@@ -50,6 +51,7 @@ mod quantized;
 mod random;
 mod report;
 mod run;
+mod scatter;
 mod timing;
 mod values;
 
@@ -65,10 +67,11 @@ use crate::failure::{Failure, eprint_line};
 #[command(
     name = "gather-jit",
     version,
-    about = "JIT-compiled Gather, GatherElements and GatherND (Cranelift): run, explain, benchmark, compile ahead of time",
+    about = "JIT-compiled Gather, GatherElements, GatherND and their scatters (Cranelift): run, explain, benchmark, compile ahead of time",
     after_help = "Examples:
   gather-jit demo
   gather-jit run --op gather-nd data.npy indices.npy -o out.npy
+  gather-jit run --op scatter-nd --reduction add data.npy indices.npy updates.npy -o out.npy
   gather-jit explain --op gather-nd --data-shape 2x2 --indices-shape 2x1
   gather-jit bench --op gather --data-shape 30522x768 --indices-shape 8x128 --json
   gather-jit aot --op gather --data-shape 30522x768 --indices-shape 8x128 --target aarch64-unknown-linux-gnu -o embed.o --header embed.h

@@ -1,6 +1,7 @@
 //! One signature, layout and kernel type over every op family, as `run`, `explain` and `bench`
-//! see them: the library's [`Kernel`] (Gather, GatherElements, GatherND) and [`QuantizedKernel`]
-//! (GatherBlockQuantized, GGUF rows) behind one enum each.
+//! see them: the library's [`Kernel`] (Gather, GatherElements, GatherND), [`QuantizedKernel`]
+//! (GatherBlockQuantized, GGUF rows) and [`ScatterKernel`] (ScatterND, ScatterElements,
+//! ScatterUpdate) behind one enum each.
 //!
 //! What every kernel offers, the commands take from the library's [`CompiledOp`] (through
 //! [`OpKernel::compiled`]); this file adds what the trait does not have (validation before
@@ -14,10 +15,11 @@ use gather_jit::aot::{AotKernel, ObjectBuilder};
 use gather_jit::interp::{interpret, interpret_quantized};
 use gather_jit::ir::Validated;
 use gather_jit::quant::QuantizedLayout;
+use gather_jit::scatter::{ScatterLayout, ScatterSignature, interpret_scatter};
 use gather_jit::specialize::Plan;
 use gather_jit::{
     CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
-    QuantizedKernel, QuantizedSignature, Signature, Tuning,
+    OutOfRange, QuantizedKernel, QuantizedSignature, ScatterKernel, Signature, Tuning,
 };
 
 use crate::buffer;
@@ -30,6 +32,8 @@ pub enum OpSignature {
     Plain(Signature),
     /// GatherBlockQuantized, GGUF rows.
     Quantized(QuantizedSignature),
+    /// ScatterND, ScatterElements, ScatterUpdate.
+    Scatter(ScatterSignature),
 }
 
 impl OpSignature {
@@ -41,27 +45,29 @@ impl OpSignature {
         Ok(match self {
             OpSignature::Plain(sig) => Validation::Plain(sig.validate()?),
             OpSignature::Quantized(sig) => Validation::Quantized(sig.validate()?),
+            OpSignature::Scatter(sig) => Validation::Scatter(sig.validate()?),
         })
     }
 
     /// A fresh compile (no cache), with `tuning` for the plain gathers.
     ///
     /// # Errors
-    /// An invalid signature; a tuning other than the default for a quantized op.
+    /// An invalid signature; a tuning other than the default for a quantized op or a scatter.
     pub fn compile(&self, tuning: Tuning) -> Result<OpKernel> {
+        if !matches!(self, OpSignature::Plain(_)) && tuning != Tuning::default() {
+            return Err(Failure::usage(format!(
+                "{}: a tuning applies to the plain gathers only",
+                self.op_text()
+            )));
+        }
         Ok(match self {
             OpSignature::Plain(sig) => {
                 OpKernel::Plain(Arc::new(Kernel::compile_tuned(sig, tuning)?))
             }
             OpSignature::Quantized(sig) => {
-                if tuning != Tuning::default() {
-                    return Err(Failure::usage(format!(
-                        "{}: a tuning applies to the plain gathers only",
-                        sig.op_name()
-                    )));
-                }
                 OpKernel::Quantized(Arc::new(QuantizedKernel::compile(sig)?))
             }
+            OpSignature::Scatter(sig) => OpKernel::Scatter(Arc::new(ScatterKernel::compile(sig)?)),
         })
     }
 
@@ -73,6 +79,7 @@ impl OpSignature {
         Ok(match self {
             OpSignature::Plain(sig) => OpKernel::Plain(cache.get(sig)?),
             OpSignature::Quantized(sig) => OpKernel::Quantized(cache.get_quantized(sig)?),
+            OpSignature::Scatter(sig) => OpKernel::Scatter(cache.get_scatter(sig)?),
         })
     }
 
@@ -87,6 +94,7 @@ impl OpSignature {
             OpSignature::Quantized(sig) => {
                 cache.with_quantized(sig, QuantizedKernel::code_bytes)?
             }
+            OpSignature::Scatter(sig) => cache.with_scatter(sig, ScatterKernel::code_bytes)?,
         })
     }
 
@@ -102,7 +110,7 @@ impl OpSignature {
                     .map(|k| OpKernel::Plain(Arc::new(k)))
                     .map_err(Failure::from),
             ),
-            OpSignature::Quantized(_) => None,
+            OpSignature::Quantized(_) | OpSignature::Scatter(_) => None,
         }
     }
 
@@ -110,11 +118,21 @@ impl OpSignature {
     /// --target`).
     ///
     /// # Errors
-    /// An invalid signature or symbol; a kernel the object's target cannot take.
+    /// An invalid signature or symbol; a kernel the object's target cannot take; a scatter,
+    /// which objects do not hold.
     pub fn add_to<'o>(&self, object: &'o mut ObjectBuilder, symbol: &str) -> Result<&'o AotKernel> {
         Ok(match self {
             OpSignature::Plain(sig) => object.add(symbol, sig)?,
             OpSignature::Quantized(sig) => object.add_quantized(symbol, sig)?,
+            OpSignature::Scatter(sig) => {
+                // Validation's errors first, as for the other ops.
+                sig.validate()?;
+                return Err(Failure::usage(format!(
+                    "{}: objects hold gathers only; a scatter is compiled at run time \
+                     (gather-jit run, explain and bench without --target)",
+                    sig.op
+                )));
+            }
         })
     }
 
@@ -124,7 +142,7 @@ impl OpSignature {
     pub fn object_tuning(&self) -> Tuning {
         match self {
             OpSignature::Plain(_) => Tuning::NO_BANDS,
-            OpSignature::Quantized(_) => Tuning::default(),
+            OpSignature::Quantized(_) | OpSignature::Scatter(_) => Tuning::default(),
         }
     }
 
@@ -133,23 +151,30 @@ impl OpSignature {
         match self {
             OpSignature::Plain(sig) => sig.op.to_string(),
             OpSignature::Quantized(sig) => sig.op_name().to_string(),
+            OpSignature::Scatter(sig) => sig.op.to_string(),
         }
     }
 
-    /// The flavor, where the signature has one (the quantized ops follow their own rule unless
-    /// `--flavor` is given).
-    pub fn flavor(&self) -> Option<gather_jit::Flavor> {
+    /// The flavor's name, where the signature has one (the quantized ops follow their own rule
+    /// unless `--flavor` is given).
+    pub fn flavor(&self) -> Option<&'static str> {
         match self {
-            OpSignature::Plain(sig) => Some(sig.flavor),
+            OpSignature::Plain(sig) => Some(sig.flavor.name()),
             OpSignature::Quantized(_) => None,
+            OpSignature::Scatter(sig) => Some(sig.flavor.name()),
         }
     }
 
-    /// What negative and out-of-range indices do.
+    /// What negative and out-of-range indices do (for a scatter an out-of-range index is
+    /// always an error).
     pub fn policy(&self) -> IndexPolicy {
         match self {
             OpSignature::Plain(sig) => sig.policy,
             OpSignature::Quantized(sig) => sig.policy,
+            OpSignature::Scatter(sig) => IndexPolicy {
+                negative: sig.negative,
+                out_of_range: OutOfRange::Error,
+            },
         }
     }
 
@@ -158,6 +183,7 @@ impl OpSignature {
         match self {
             OpSignature::Plain(sig) => sig.dtype,
             OpSignature::Quantized(sig) => sig.dtype,
+            OpSignature::Scatter(sig) => sig.dtype,
         }
     }
 
@@ -166,6 +192,7 @@ impl OpSignature {
         match self {
             OpSignature::Plain(sig) => sig.index_type,
             OpSignature::Quantized(sig) => sig.index_type,
+            OpSignature::Scatter(sig) => sig.index_type,
         }
     }
 
@@ -174,6 +201,7 @@ impl OpSignature {
         match self {
             OpSignature::Plain(sig) => &sig.data_shape,
             OpSignature::Quantized(sig) => &sig.data_shape,
+            OpSignature::Scatter(sig) => &sig.data_shape,
         }
     }
 
@@ -182,6 +210,7 @@ impl OpSignature {
         match self {
             OpSignature::Plain(sig) => &sig.indices_shape,
             OpSignature::Quantized(sig) => &sig.indices_shape,
+            OpSignature::Scatter(sig) => &sig.indices_shape,
         }
     }
 
@@ -209,6 +238,7 @@ impl fmt::Display for OpSignature {
         match self {
             OpSignature::Plain(sig) => sig.fmt(f),
             OpSignature::Quantized(sig) => sig.fmt(f),
+            OpSignature::Scatter(sig) => sig.fmt(f),
         }
     }
 }
@@ -219,6 +249,8 @@ pub enum Validation {
     Plain(Validated),
     /// GatherBlockQuantized, GGUF rows.
     Quantized(QuantizedLayout),
+    /// ScatterND, ScatterElements, ScatterUpdate.
+    Scatter(ScatterLayout),
 }
 
 impl Validation {
@@ -227,6 +259,7 @@ impl Validation {
         match self {
             Validation::Plain(v) => OpLayout::Plain(v),
             Validation::Quantized(l) => OpLayout::Quantized(l),
+            Validation::Scatter(l) => OpLayout::Scatter(l),
         }
     }
 }
@@ -238,6 +271,8 @@ pub enum OpLayout<'a> {
     Plain(&'a Validated),
     /// GatherBlockQuantized, GGUF rows.
     Quantized(&'a QuantizedLayout),
+    /// ScatterND, ScatterElements, ScatterUpdate.
+    Scatter(&'a ScatterLayout),
 }
 
 impl<'a> OpLayout<'a> {
@@ -246,6 +281,7 @@ impl<'a> OpLayout<'a> {
         match self {
             OpLayout::Plain(v) => v.output_shape(),
             OpLayout::Quantized(l) => l.output_shape(),
+            OpLayout::Scatter(l) => l.output_shape(),
         }
     }
 
@@ -254,6 +290,7 @@ impl<'a> OpLayout<'a> {
         match self {
             OpLayout::Plain(v) => v.signature().dtype,
             OpLayout::Quantized(l) => l.signature().dtype,
+            OpLayout::Scatter(l) => l.signature().dtype,
         }
     }
 
@@ -267,6 +304,9 @@ impl<'a> OpLayout<'a> {
                 buffer::byte_len(v.data_len(), v.signature().dtype.size(), "the data")
             }
             OpLayout::Quantized(l) => Ok(l.data_bytes()),
+            OpLayout::Scatter(l) => {
+                buffer::byte_len(l.data_len(), l.signature().dtype.size(), "the data")
+            }
         }
     }
 
@@ -282,6 +322,11 @@ impl<'a> OpLayout<'a> {
                 "the indices",
             ),
             OpLayout::Quantized(l) => Ok(l.indices_bytes()),
+            OpLayout::Scatter(l) => buffer::byte_len(
+                l.indices_len(),
+                l.signature().index_type.size(),
+                "the indices",
+            ),
         }
     }
 
@@ -295,14 +340,25 @@ impl<'a> OpLayout<'a> {
                 buffer::byte_len(v.output_len(), v.signature().dtype.size(), "the output")
             }
             OpLayout::Quantized(l) => Ok(l.output_bytes()),
+            OpLayout::Scatter(l) => {
+                buffer::byte_len(l.data_len(), l.signature().dtype.size(), "the output")
+            }
         }
     }
 
     /// The quantized layout (scales, zero points, packed data), for a quantized op.
     pub fn quantized(self) -> Option<&'a QuantizedLayout> {
         match self {
-            OpLayout::Plain(_) => None,
             OpLayout::Quantized(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// The scatter layout (updates), for a scatter.
+    pub fn scatter(self) -> Option<&'a ScatterLayout> {
+        match self {
+            OpLayout::Scatter(l) => Some(l),
+            _ => None,
         }
     }
 }
@@ -314,6 +370,9 @@ pub enum OpKernel {
     Plain(Arc<Kernel>),
     /// GatherBlockQuantized, GGUF rows.
     Quantized(Arc<QuantizedKernel>),
+    /// ScatterND, ScatterElements, ScatterUpdate (out of place through [`CompiledOp`]; the
+    /// in-place call is the kernel's own).
+    Scatter(Arc<ScatterKernel>),
 }
 
 impl OpKernel {
@@ -325,6 +384,7 @@ impl OpKernel {
         match self {
             OpKernel::Plain(k) => &**k,
             OpKernel::Quantized(k) => &**k,
+            OpKernel::Scatter(k) => &**k,
         }
     }
 
@@ -338,6 +398,7 @@ impl OpKernel {
         match self {
             OpKernel::Plain(k) => OpLayout::Plain(k.validated()),
             OpKernel::Quantized(k) => OpLayout::Quantized(k.layout()),
+            OpKernel::Scatter(k) => OpLayout::Scatter(k.layout()),
         }
     }
 
@@ -345,7 +406,15 @@ impl OpKernel {
     pub fn plan(&self) -> Option<&Plan> {
         match self {
             OpKernel::Plain(k) => Some(k.plan()),
-            OpKernel::Quantized(_) => None,
+            OpKernel::Quantized(_) | OpKernel::Scatter(_) => None,
+        }
+    }
+
+    /// The scatter kernel, for its in-place call.
+    pub fn scatter(&self) -> Option<&ScatterKernel> {
+        match self {
+            OpKernel::Scatter(k) => Some(k),
+            _ => None,
         }
     }
 
@@ -355,13 +424,17 @@ impl OpKernel {
         match self {
             OpKernel::Plain(k) => Some(format!("{:?}", k.validated().op())),
             OpKernel::Quantized(_) => None,
+            OpKernel::Scatter(k) => Some(format!("{:?}", k.layout().op())),
         }
     }
 
     /// Bytes a call reads and writes: the output written, the indices read, and the gathered
-    /// part of data (and of the scales and zero points) read. The denominator of GB/s.
-    pub fn bytes_moved(&self) -> u64 {
+    /// part of data (and of the scales and zero points) read; for a scatter, as
+    /// [`crate::scatter::bytes_moved`] counts them (out of place unless `in_place`). The
+    /// denominator of GB/s.
+    pub fn bytes_moved(&self, in_place: bool) -> u64 {
         match self {
+            OpKernel::Scatter(k) => crate::scatter::bytes_moved(k.layout(), in_place),
             OpKernel::Plain(k) => plan_bytes_moved(k.plan()),
             OpKernel::Quantized(k) => {
                 let l = k.layout();
@@ -390,6 +463,9 @@ impl OpKernel {
                 inputs.scales,
                 inputs.zero_points,
             ),
+            OpKernel::Scatter(k) => {
+                interpret_scatter(k.layout(), inputs.data, inputs.indices, inputs.updates)
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use clap::{Args, ValueEnum};
 use gather_jit::quant::Quantization;
+use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterOp, ScatterSignature};
 use gather_jit::{
     BlockQuantization, DType, Flavor, GgufFormat, IndexType, NegativeIndices, Op, Options,
     OutOfRange, QuantizedSignature, Signature,
@@ -11,8 +12,8 @@ use gather_jit::{
 use crate::failure::{Failure, Result};
 use crate::op_kernel::OpSignature;
 use crate::values::{
-    Shape, flavor_parser, parse_count, parse_dtype, parse_gguf_format, parse_index_type,
-    parse_integer, parse_shape,
+    FlavorName, Shape, flavor_parser, parse_count, parse_dtype, parse_gguf_format,
+    parse_index_type, parse_integer, parse_shape, reduction_parser,
 };
 
 /// The operator, as `--op` spells it.
@@ -29,6 +30,13 @@ pub enum OpKind {
     GatherBlockQuantized,
     /// Rows of GGUF Q4_0 / Q8_0 blocks, as llama.cpp's get_rows (--format)
     GatherGguf,
+    /// ScatterND: index tuples select the slices updates overwrite or reduce into
+    /// (--reduction)
+    ScatterNd,
+    /// ScatterElements: one element per index along --axis (--reduction)
+    ScatterElements,
+    /// OpenVINO ScatterUpdate-3: whole slices along --axis, the inverse of Gather
+    ScatterUpdate,
 }
 
 impl OpKind {
@@ -40,12 +48,23 @@ impl OpKind {
             OpKind::GatherNd => "gather-nd",
             OpKind::GatherBlockQuantized => "gather-block-quantized",
             OpKind::GatherGguf => "gather-gguf",
+            OpKind::ScatterNd => "scatter-nd",
+            OpKind::ScatterElements => "scatter-elements",
+            OpKind::ScatterUpdate => "scatter-update",
         }
     }
 
     /// Whether the op is a quantized gather (packed inputs of its own, `quantized.rs`).
     pub fn is_quantized(self) -> bool {
         matches!(self, OpKind::GatherBlockQuantized | OpKind::GatherGguf)
+    }
+
+    /// Whether the op is a scatter (a third input, the updates; `scatter.rs`).
+    pub fn is_scatter(self) -> bool {
+        matches!(
+            self,
+            OpKind::ScatterNd | OpKind::ScatterElements | OpKind::ScatterUpdate
+        )
     }
 }
 
@@ -76,10 +95,13 @@ pub struct OpArgs {
     #[arg(long, value_enum)]
     pub op: Option<OpKind>,
     /// Whose rules apply (for tensorrt the mode follows --op); the quantized ops take onnx or
-    /// tensorrt for their index rules [default: onnx; for the quantized ops, the op's own rule]
+    /// tensorrt for their index rules; the scatters take onnx, tensorrt or an
+    /// openvino-scatter* flavor [default: onnx; for the quantized ops, the op's own rule; for
+    /// scatter-update, openvino-scatterupdate3, the one flavor that defines it]
     #[arg(long, value_parser = flavor_parser())]
-    pub flavor: Option<Flavor>,
-    /// Axis of data to gather along (gather, gather-elements); negative counts from the rank [default: 0]
+    pub flavor: Option<FlavorName>,
+    /// Axis of data to gather or scatter along (gather, gather-elements, scatter-elements,
+    /// scatter-update); negative counts from the rank [default: 0]
     #[arg(long, allow_hyphen_values = true, value_parser = parse_integer)]
     pub axis: Option<i64>,
     /// Leading batch dims shared by data and indices (gather, gather-nd); for tensorrt the number of element-wise dims [default: 0]
@@ -107,6 +129,14 @@ pub struct OpArgs {
     /// GGUF block format (gather-gguf): q4_0 or q8_0
     #[arg(long, value_parser = parse_gguf_format)]
     pub format: Option<GgufFormat>,
+    /// How an update combines with the element it lands on (scatters), among those the flavor
+    /// defines; add is sum, mul is prod [default: none]
+    #[arg(long, value_parser = reduction_parser())]
+    pub reduction: Option<Reduction>,
+    /// Whether data's elements take part in the reduction (scatters;
+    /// openvino-scatterelementsupdate12 alone takes false) [default: true]
+    #[arg(long, value_name = "BOOL", value_parser = clap::value_parser!(bool))]
+    pub use_init_val: Option<bool>,
 }
 
 impl OpArgs {
@@ -118,23 +148,90 @@ impl OpArgs {
         if let Some(kind) = self.op {
             return Ok(kind);
         }
-        match self.flavor() {
-            Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8 => {
-                Ok(OpKind::Gather)
+        let name = self.flavor.unwrap_or(FlavorName::from(Flavor::Onnx));
+        let defined = match (name.gather(), name.scatter()) {
+            (
+                Some(Flavor::OpenvinoGather1 | Flavor::OpenvinoGather7 | Flavor::OpenvinoGather8),
+                _,
+            ) => Some(OpKind::Gather),
+            (Some(Flavor::OpenvinoGatherNd5 | Flavor::OpenvinoGatherNd8), _) => {
+                Some(OpKind::GatherNd)
             }
-            Flavor::OpenvinoGatherNd5 | Flavor::OpenvinoGatherNd8 => Ok(OpKind::GatherNd),
-            Flavor::OpenvinoGatherElements6 => Ok(OpKind::GatherElements),
+            (Some(Flavor::OpenvinoGatherElements6), _) => Some(OpKind::GatherElements),
+            (
+                _,
+                Some(
+                    ScatterFlavor::OpenvinoScatterNdUpdate3
+                    | ScatterFlavor::OpenvinoScatterNdUpdate15,
+                ),
+            ) => Some(OpKind::ScatterNd),
+            (
+                _,
+                Some(
+                    ScatterFlavor::OpenvinoScatterElementsUpdate3
+                    | ScatterFlavor::OpenvinoScatterElementsUpdate12,
+                ),
+            ) => Some(OpKind::ScatterElements),
+            (_, Some(ScatterFlavor::OpenvinoScatterUpdate3)) => Some(OpKind::ScatterUpdate),
             // Flavors defining several operators (onnx, tensorrt) need --op.
-            _ => Err(Failure::usage(format!(
-                "--op is required with --flavor {} (gather, gather-elements or gather-nd)",
-                self.flavor()
-            ))),
-        }
+            _ => None,
+        };
+        defined.ok_or_else(|| {
+            Failure::usage(format!(
+                "--op is required with --flavor {name} (gather, gather-elements, gather-nd, \
+                 scatter-nd or scatter-elements)"
+            ))
+        })
     }
 
     /// The flavor of the plain gathers: `--flavor`, else onnx.
-    pub fn flavor(&self) -> Flavor {
-        self.flavor.unwrap_or(Flavor::Onnx)
+    ///
+    /// # Errors
+    /// `--flavor` names a scatter flavor only.
+    pub fn flavor(&self) -> Result<Flavor> {
+        let Some(name) = self.flavor else {
+            return Ok(Flavor::Onnx);
+        };
+        name.gather().ok_or_else(|| {
+            Failure::usage(format!(
+                "--flavor {name} is a scatter flavor; the gathers take {}",
+                Flavor::ALL.map(Flavor::name).join(", ")
+            ))
+        })
+    }
+
+    /// The flavor of a scatter `kind`: `--flavor`, else onnx, but for scatter-update
+    /// openvino-scatterupdate3, the one flavor that defines it.
+    ///
+    /// # Errors
+    /// `--flavor` names a gather flavor only, or a scatter flavor that does not define `kind`
+    /// (the message names those that do).
+    pub fn scatter_flavor(&self, kind: OpKind) -> Result<ScatterFlavor> {
+        let op = scatter_op(kind, 0)?.name();
+        let defining: Vec<&str> = ScatterFlavor::ALL
+            .into_iter()
+            .filter(|f| f.supports(op))
+            .map(ScatterFlavor::name)
+            .collect();
+        let flavor = match self.flavor {
+            None if kind == OpKind::ScatterUpdate => ScatterFlavor::OpenvinoScatterUpdate3,
+            None => ScatterFlavor::Onnx,
+            Some(name) => name.scatter().ok_or_else(|| {
+                Failure::usage(format!(
+                    "--flavor {name} is a gather flavor; --op {} takes {}",
+                    kind.flag(),
+                    defining.join(", ")
+                ))
+            })?,
+        };
+        if !flavor.supports(op) {
+            return Err(Failure::usage(format!(
+                "--flavor {flavor} does not define --op {} ({op}); the flavors that do: {}",
+                kind.flag(),
+                defining.join(", ")
+            )));
+        }
+        Ok(flavor)
     }
 
     /// The signature of any op on these (logical) shapes and types, `zero_points` for a
@@ -149,8 +246,30 @@ impl OpArgs {
         indices_shape: &[usize],
         (dtype, index_type): (DType, IndexType),
         zero_points: bool,
+        updates_shape: Option<&[usize]>,
     ) -> Result<OpSignature> {
         let kind = self.kind()?;
+        if kind.is_scatter() {
+            if zero_points {
+                return Err(Failure::usage(format!(
+                    "--zero-points does not apply to --op {} (it has no such input)",
+                    kind.flag()
+                )));
+            }
+            let sig = self.scatter_signature(
+                [data_shape, indices_shape],
+                updates_shape,
+                dtype,
+                index_type,
+            )?;
+            return Ok(OpSignature::Scatter(sig));
+        }
+        if updates_shape.is_some() {
+            return Err(Failure::usage(format!(
+                "--updates-shape does not apply to --op {} (only the scatters have updates)",
+                kind.flag()
+            )));
+        }
         if kind.is_quantized() {
             let quantization = self.quantization(zero_points)?;
             let sig = self.quantized_signature(
@@ -190,6 +309,9 @@ impl OpArgs {
         }
         if self.batch_dims.is_some() {
             return Err(reject("batch-dims"));
+        }
+        if let Some(flag) = self.scatter_flag() {
+            return Err(reject(flag));
         }
         match kind {
             OpKind::GatherBlockQuantized => {
@@ -264,10 +386,10 @@ impl OpArgs {
                 sig
             }
         };
-        let mut policy = match self.flavor {
+        let mut policy = match self.flavor.map(|name| (name, name.gather())) {
             None => sig.policy,
-            Some(flavor @ (Flavor::Onnx | Flavor::TensorRt)) => flavor.default_policy(),
-            Some(other) => {
+            Some((_, Some(flavor @ (Flavor::Onnx | Flavor::TensorRt)))) => flavor.default_policy(),
+            Some((other, _)) => {
                 return Err(Failure::usage(format!(
                     "--flavor {other} names one OpenVINO operator, not {}: the quantized ops \
                      take --flavor onnx or tensorrt (their index rules), or none (the op's own)",
@@ -307,6 +429,73 @@ impl OpArgs {
         .find_map(|(flag, given)| given.then_some(flag))
     }
 
+    /// Whether a scatter-only flag was given (an error with the gathers).
+    fn scatter_flag(&self) -> Option<&'static str> {
+        [
+            ("reduction", self.reduction.is_some()),
+            ("use-init-val", self.use_init_val.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+    }
+
+    /// The scatter signature on these shapes and types (not yet validated): the updates shape
+    /// as given, else the one the op's rule derives from data's and indices'.
+    ///
+    /// # Errors
+    /// A flag the scatters do not take (`--batch-dims`, `--oob`, the quantized ops'), `--axis`
+    /// with scatter-nd; a flavor that does not define the op.
+    pub fn scatter_signature(
+        &self,
+        [data_shape, indices_shape]: [&[usize]; 2],
+        updates_shape: Option<&[usize]>,
+        dtype: DType,
+        index_type: IndexType,
+    ) -> Result<ScatterSignature> {
+        let kind = self.kind()?;
+        let reject = |flag: &str| {
+            Failure::usage(format!(
+                "--{flag} does not apply to --op {} (it has no such attribute)",
+                kind.flag()
+            ))
+        };
+        if let Some(flag) = self.quantized_flag() {
+            return Err(reject(flag));
+        }
+        if self.batch_dims.is_some() {
+            return Err(reject("batch-dims"));
+        }
+        if self.oob.is_some() {
+            return Err(Failure::usage(format!(
+                "--oob does not apply to --op {}: an out-of-range index is always an error \
+                 for the scatters",
+                kind.flag()
+            )));
+        }
+        if kind == OpKind::ScatterNd && self.axis.is_some() {
+            return Err(reject("axis"));
+        }
+        let op = scatter_op(kind, self.axis.unwrap_or(0))?;
+        let flavor = self.scatter_flavor(kind)?;
+        let updates_shape = match updates_shape {
+            Some(shape) => shape.to_vec(),
+            None => derived_updates_shape(op, data_shape, indices_shape),
+        };
+        let mut sig = ScatterSignature::new(op, data_shape, indices_shape, &updates_shape)
+            .with_flavor(flavor)
+            .with_reduction(self.reduction.unwrap_or(Reduction::None))
+            .with_use_init_val(self.use_init_val.unwrap_or(true))
+            .with_dtype(dtype)
+            .with_index_type(index_type);
+        if let Some(negative) = self.negative {
+            sig = sig.with_negative(match negative {
+                Negative::Wrap => NegativeIndices::Wrap,
+                Negative::Invalid => NegativeIndices::Invalid,
+            });
+        }
+        Ok(sig)
+    }
+
     /// The op with its attributes.
     ///
     /// # Errors
@@ -320,7 +509,7 @@ impl OpArgs {
                 kind.flag()
             ))
         };
-        if let Some(flag) = self.quantized_flag() {
+        if let Some(flag) = self.quantized_flag().or(self.scatter_flag()) {
             return Err(reject(flag));
         }
         Ok(match kind {
@@ -350,6 +539,12 @@ impl OpArgs {
                     kind.flag()
                 )));
             }
+            OpKind::ScatterNd | OpKind::ScatterElements | OpKind::ScatterUpdate => {
+                return Err(Failure::usage(format!(
+                    "--op {} is a scatter, which this command does not run",
+                    kind.flag()
+                )));
+            }
         })
     }
 
@@ -365,7 +560,7 @@ impl OpArgs {
         index_type: IndexType,
     ) -> Result<Signature> {
         let options = Options {
-            flavor: self.flavor(),
+            flavor: self.flavor()?,
             dtype,
             index_type,
             policy: None,
@@ -395,20 +590,26 @@ pub struct SignatureArgs {
     /// Shape of data: 2x3x4, 2,3,4 or [2,3,4] (0 is an empty dim; scalar or [] is rank 0)
     #[arg(long, value_name = "SHAPE", value_parser = parse_shape, allow_hyphen_values = true)]
     pub data_shape: Shape,
-    /// Shape of indices, e.g. 2x1 or [2,1]
+    /// Shape of indices, e.g. 2x1 or [2,1] (required, but with `bench --indices FILE`, whose
+    /// shape it is)
     #[arg(long, value_name = "SHAPE", value_parser = parse_shape, allow_hyphen_values = true)]
-    pub indices_shape: Shape,
+    pub indices_shape: Option<Shape>,
     /// Element type of data and output: f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64 bool,
     /// or numpy's, ONNX's or OpenVINO's name (float32, int64, bfloat16, bool_, FP16, ...)
     #[arg(long, default_value = "f32", value_parser = parse_dtype, allow_hyphen_values = true)]
     pub dtype: DType,
     /// Integer type of the indices: i8 u8 i16 u16 i32 u32 i64 u64, or numpy's, ONNX's or
-    /// OpenVINO's name (int32, int64, uint8, I64, ...)
-    #[arg(long, default_value = "i64", value_parser = parse_index_type, allow_hyphen_values = true)]
-    pub index_type: IndexType,
+    /// OpenVINO's name (int32, int64, uint8, I64, ...) [default: i64; with `bench --indices
+    /// FILE`, the file's]
+    #[arg(long, value_parser = parse_index_type, allow_hyphen_values = true)]
+    pub index_type: Option<IndexType>,
     /// gather-block-quantized: a signature with zero points (`run` takes a ZERO_POINTS file)
     #[arg(long)]
     pub zero_points: bool,
+    /// Shape of updates (scatters) [default: the one the op's rule derives from data's and
+    /// indices' shapes]
+    #[arg(long, value_name = "SHAPE", value_parser = parse_shape, allow_hyphen_values = true)]
+    pub updates_shape: Option<Shape>,
 }
 
 impl SignatureArgs {
@@ -418,11 +619,73 @@ impl SignatureArgs {
     /// # Errors
     /// As [`OpArgs::op_signature`].
     pub fn signature(&self, op: &OpArgs) -> Result<OpSignature> {
+        let indices_shape = self
+            .indices_shape
+            .as_ref()
+            .ok_or_else(|| Failure::usage("--indices-shape is required"))?;
+        let index_type = self.index_type.unwrap_or(IndexType::I64);
+        self.signature_with_indices(op, &indices_shape.0, index_type)
+    }
+
+    /// The signature with the indices' shape and type given (as a file of indices has them)
+    /// instead of `--indices-shape` and `--index-type`.
+    ///
+    /// # Errors
+    /// As [`OpArgs::op_signature`].
+    pub fn signature_with_indices(
+        &self,
+        op: &OpArgs,
+        indices_shape: &[usize],
+        index_type: IndexType,
+    ) -> Result<OpSignature> {
         op.op_signature(
             &self.data_shape.0,
-            &self.indices_shape.0,
-            (self.dtype, self.index_type),
+            indices_shape,
+            (self.dtype, index_type),
             self.zero_points,
+            self.updates_shape.as_ref().map(|shape| &shape.0[..]),
         )
+    }
+}
+
+/// The scatter op of `kind` with its axis.
+///
+/// # Errors
+/// `kind` is not a scatter.
+fn scatter_op(kind: OpKind, axis: i64) -> Result<ScatterOp> {
+    match kind {
+        OpKind::ScatterNd => Ok(ScatterOp::Nd),
+        OpKind::ScatterElements => Ok(ScatterOp::Elements { axis }),
+        OpKind::ScatterUpdate => Ok(ScatterOp::Update { axis }),
+        other => Err(Failure::usage(format!(
+            "--op {} is not a scatter",
+            other.flag()
+        ))),
+    }
+}
+
+/// The updates shape `op`'s rule gives for these shapes; where the shapes break the rule's
+/// preconditions (an axis or index depth out of range), something the library's validation
+/// then reports on its own terms.
+fn derived_updates_shape(op: ScatterOp, data: &[usize], indices: &[usize]) -> Vec<usize> {
+    match op {
+        ScatterOp::Nd => {
+            let Some((&depth, outer)) = indices.split_last() else {
+                return Vec::new();
+            };
+            let rest = data.get(depth..).unwrap_or(&[]);
+            [outer, rest].concat()
+        }
+        ScatterOp::Elements { .. } => indices.to_vec(),
+        ScatterOp::Update { axis } => {
+            let rank = data.len() as i64;
+            let axis = if axis < 0 { axis + rank } else { axis };
+            match usize::try_from(axis) {
+                Ok(axis) if axis < data.len() => {
+                    [&data[..axis], indices, &data[axis + 1..]].concat()
+                }
+                _ => indices.to_vec(),
+            }
+        }
     }
 }

@@ -97,7 +97,8 @@ pub fn push_valid_indices(
 }
 
 /// [`push_valid_indices`] for any op: a quantized gather's indices are drawn by the same rule,
-/// as those of a Gather along its gather axis ([`crate::quantized::index_rule`]).
+/// as those of a Gather along its gather axis ([`crate::quantized::index_rule`]); a scatter's
+/// by [`crate::scatter::push_valid_indices`].
 ///
 /// # Errors
 /// As [`push_valid_indices`].
@@ -112,6 +113,7 @@ pub fn push_valid_op_indices(
         OpLayout::Quantized(layout) => {
             push_valid_indices(&crate::quantized::index_rule(layout)?, rng, limit, out)
         }
+        OpLayout::Scatter(layout) => crate::scatter::push_valid_indices(layout, rng, limit, out),
     }
 }
 

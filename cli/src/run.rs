@@ -17,20 +17,23 @@ use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
 use crate::op_kernel::{OpKernel, OpSignature};
 use crate::opargs::{OpArgs, OpKind};
 use crate::quantized::{self, Input};
+use crate::scatter;
 use crate::timing::{human_time, nanos};
 
-/// Run a gather on .npy or .npz files and write the output as .npy or .npz.
+/// Run a gather or a scatter on .npy or .npz files and write the output as .npy or .npz.
 ///
-/// DATA and INDICES are `.npy` files or arrays of `.npz` archives (`FILE.npz:NAME`; an archive
-/// of one array needs no name). One archive alone stands for both when it holds arrays named
-/// `data` and `indices`, as `numpy.savez("in.npz", data=..., indices=...)` writes them.
+/// DATA, INDICES (and a scatter's UPDATES) are `.npy` files or arrays of `.npz` archives
+/// (`FILE.npz:NAME`; an archive of one array needs no name). One archive alone stands for all
+/// when it holds arrays named `data` and `indices` (and `updates`), as
+/// `numpy.savez("in.npz", data=..., indices=...)` writes them.
 ///
 /// Reads every element type of the IR (bool, int8..int64, uint8..uint64, float16/32/64;
 /// bf16 as a 2-byte void `|V2`), little- or big-endian, C or Fortran order. The data and index
-/// types come from the files. The output gets the data's element type, native byte order, C
-/// order; `-o OUT.npz` writes an archive of one array, `output` (or `-o OUT.npz:NAME`). On any
-/// error nothing is written: the output goes to a temporary file beside OUT, renamed over OUT
-/// only when complete. OUT may not be an input (also through a link).
+/// types come from the files (a scatter's updates have data's type). The output gets the data's
+/// element type, native byte order, C order (a scatter's output has data's shape);
+/// `-o OUT.npz` writes an archive of one array, `output` (or `-o OUT.npz:NAME`). On any error
+/// nothing is written: the output goes to a temporary file beside OUT, renamed over OUT only
+/// when complete. OUT may not be an input (also through a link).
 #[derive(Args, Debug)]
 #[command(after_help = "Examples:
   gather-jit run --op gather --axis 1 data.npy indices.npy -o out.npy
@@ -38,19 +41,23 @@ use crate::timing::{human_time, nanos};
   gather-jit run --op gather weights.npz:table ids.npy -o out.npz:rows
   gather-jit run --flavor openvino-gathernd8 --batch-dims 1 data.npy indices.npy -o out.npy --check
   gather-jit run --op gather-block-quantized --bits 4 --block-size 32 data.npy ids.npy scales.npy -o out.npy
-  gather-jit run --op gather-gguf --format q4_0 table.npy ids.npy -o out.npy")]
+  gather-jit run --op gather-gguf --format q4_0 table.npy ids.npy -o out.npy
+  gather-jit run --op scatter-nd --reduction add data.npy indices.npy updates.npy -o out.npy
+  gather-jit run --op scatter-elements --flavor openvino-scatterelementsupdate12 --axis 1 --reduction mean --use-init-val false data.npy indices.npy updates.npy -o out.npy")]
 pub struct RunArgs {
     #[command(flatten)]
     op: OpArgs,
     /// The data tensor: FILE.npy or FILE.npz:NAME; or one FILE.npz holding `data` and `indices`
+    /// (and `updates`, for a scatter)
     #[arg(value_name = "DATA")]
     data: PathBuf,
     /// The indices tensor (any integer type): FILE.npy or FILE.npz:NAME
     #[arg(value_name = "INDICES")]
     indices: Option<PathBuf>,
-    /// gather-block-quantized: the scales (float32, float16 or bfloat16)
-    #[arg(value_name = "SCALES")]
-    scales: Option<PathBuf>,
+    /// A scatter's updates (data's element type); gather-block-quantized's scales (float32,
+    /// float16 or bfloat16)
+    #[arg(value_name = "UPDATES|SCALES")]
+    third: Option<PathBuf>,
     /// gather-block-quantized: the zero points (uint8, packed as data), if any
     #[arg(value_name = "ZERO_POINTS")]
     zero_points_file: Option<PathBuf>,
@@ -60,6 +67,10 @@ pub struct RunArgs {
     /// Also run the reference interpreter and fail (status 1) if it disagrees with the JIT
     #[arg(long)]
     check: bool,
+    /// Scatters: run the kernel's in-place entry point on the data as read (the file DATA is
+    /// never written; the result goes to OUT as without the flag)
+    #[arg(long)]
+    in_place: bool,
     /// Print what was written and how long each stage took as one JSON object (times in
     /// nanoseconds)
     #[arg(long)]
@@ -74,15 +85,22 @@ pub struct RunArgs {
 /// (status 2); a disagreement under `--check` (status 1).
 pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
-    let quantization = if args.op.kind().is_ok_and(OpKind::is_quantized) {
+    let kind = args.op.kind();
+    let quantization = if kind.as_ref().is_ok_and(|k| k.is_quantized()) {
         Some(args.op.quantization(args.zero_points_file.is_some())?)
     } else {
         None
     };
-    let files = InputFiles::of(args, quantization)?;
+    let is_scatter = kind.as_ref().is_ok_and(|k| k.is_scatter());
+    if args.in_place && !is_scatter {
+        return Err(Failure::usage(
+            "--in-place applies to the scatters only (a gather's output is a new tensor)",
+        ));
+    }
+    let files = InputFiles::of(args, quantization, is_scatter)?;
     let output_path = ArrayPath::parse(&args.output);
     refuse_to_overwrite(&output_path.file, &files.roles())?;
-    let (data, indices) = files.read_data_and_indices()?;
+    let (mut data, indices) = files.read_data_and_indices()?;
     let read_optional = |path: &Option<ArrayPath>| -> Result<Option<Input>> {
         let Some(path) = path else { return Ok(None) };
         let array = read_array(path)?;
@@ -93,35 +111,68 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
     };
     let scales = read_optional(&files.scales)?;
     let zero_points = read_optional(&files.zero_points)?;
+    let updates = read_optional(&files.updates)?;
     let read = started.elapsed();
-    let sig = match quantization {
-        Some(quantization) => OpSignature::Quantized(quantized::signature_of(
+    let sig = match (quantization, &updates) {
+        (Some(quantization), _) => OpSignature::Quantized(quantized::signature_of(
             &args.op,
             quantization,
             (&data, &indices),
             scales.as_ref(),
             zero_points.as_ref(),
         )?),
-        None => OpSignature::Plain(plain_signature(&args.op, &data, &indices)?),
+        (None, Some(updates)) => {
+            OpSignature::Scatter(scatter::signature_of(&args.op, &data, &indices, updates)?)
+        }
+        (None, None) => OpSignature::Plain(plain_signature(&args.op, &data, &indices)?),
     };
     let kernel = sig.compile(Tuning::default())?;
     let layout = kernel.layout();
     let what = format!("the output of {}", sig.op_text());
-    let mut output = buffer::zeroed(layout.output_bytes()?, &what)?;
-    let inputs = Inputs {
-        data: &data.array.bytes,
-        indices: &indices.array.bytes,
-        scales: scales.as_ref().map_or(&[][..], |s| &s.array.bytes[..]),
-        zero_points: zero_points.as_ref().map(|z| &z.array.bytes[..]),
-        updates: &[],
+    let updates_bytes = updates.as_ref().map_or(&[][..], |u| &u.array.bytes[..]);
+    // In place, the data as read is the output; the interpreter of --check needs a copy of it.
+    let (output, original, op_time) = if args.in_place {
+        let original = if args.check {
+            let bytes = &data.array.bytes;
+            let mut copy = buffer::with_capacity(bytes.len(), "a copy of the data")?;
+            copy.extend_from_slice(bytes);
+            Some(copy)
+        } else {
+            None
+        };
+        let mut output = std::mem::take(&mut data.array.bytes);
+        let scatter_kernel = kernel
+            .scatter()
+            .ok_or_else(|| Failure::usage("--in-place applies to the scatters only"))?;
+        let started = Instant::now();
+        scatter_kernel
+            .run_bytes_in_place(&mut output, &indices.array.bytes, updates_bytes)
+            .map_err(|e| sig.index_failure(e))?;
+        (output, original, started.elapsed())
+    } else {
+        let mut output = buffer::zeroed(layout.output_bytes()?, &what)?;
+        let inputs = Inputs {
+            data: &data.array.bytes,
+            indices: &indices.array.bytes,
+            scales: scales.as_ref().map_or(&[][..], |s| &s.array.bytes[..]),
+            zero_points: zero_points.as_ref().map(|z| &z.array.bytes[..]),
+            updates: updates_bytes,
+        };
+        let started = Instant::now();
+        kernel
+            .compiled()
+            .run_inputs(inputs, &mut output, 1)
+            .map_err(|e| sig.index_failure(e))?;
+        (output, None, started.elapsed())
     };
-    let gathered = Instant::now();
-    kernel
-        .compiled()
-        .run_inputs(inputs, &mut output, 1)
-        .map_err(|e| sig.index_failure(e))?;
-    let gather = gathered.elapsed();
     let check_time = if args.check {
+        let inputs = Inputs {
+            data: original.as_deref().unwrap_or(&data.array.bytes),
+            indices: &indices.array.bytes,
+            scales: scales.as_ref().map_or(&[][..], |s| &s.array.bytes[..]),
+            zero_points: zero_points.as_ref().map(|z| &z.array.bytes[..]),
+            updates: updates_bytes,
+        };
         let checked = Instant::now();
         check(&kernel, &sig, &inputs, &output)?;
         Some(checked.elapsed())
@@ -150,16 +201,23 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
             "checked": args.check,
             "read_ns": nanos(read),
             "compile_ns": nanos(kernel.compiled().compile_time()),
-            "gather_ns": nanos(gather),
             "check_ns": check_time.map(nanos),
             "write_ns": nanos(write),
             "total_ns": nanos(total),
         });
-        // The quantized ops' own inputs, beside the keys every op has.
+        // The op families' own inputs and times, beside the keys every op has.
+        let named = |input: &Option<Input>| input.as_ref().map(|i| i.path.to_string());
         if quantization.is_some() {
-            let named = |input: &Option<Input>| input.as_ref().map(|i| i.path.to_string());
             json["scales"] = named(&scales).into();
             json["zero_points"] = named(&zero_points).into();
+        }
+        if is_scatter {
+            json["updates"] = named(&updates).into();
+            json["flavor"] = sig.flavor().into();
+            json["in_place"] = args.in_place.into();
+            json["scatter_ns"] = nanos(op_time).into();
+        } else {
+            json["gather_ns"] = nanos(op_time).into();
         }
         outln!(out, "{json}");
         return Ok(());
@@ -200,25 +258,67 @@ struct InputFiles {
     indices: ArrayPath,
     scales: Option<ArrayPath>,
     zero_points: Option<ArrayPath>,
+    updates: Option<ArrayPath>,
 }
 
 impl InputFiles {
     /// The inputs of `args` for the op: SCALES (and optionally ZERO_POINTS) with
-    /// gather-block-quantized only.
-    fn of(args: &RunArgs, quantization: Option<Quantization>) -> Result<InputFiles> {
+    /// gather-block-quantized only, UPDATES with the scatters only.
+    fn of(
+        args: &RunArgs,
+        quantization: Option<Quantization>,
+        is_scatter: bool,
+    ) -> Result<InputFiles> {
         let extra = |path: &Option<PathBuf>| path.as_deref().map(ArrayPath::parse);
+        if is_scatter {
+            let scatter_op = args.op.kind().map_or("", OpKind::flag);
+            if args.zero_points_file.is_some() {
+                return Err(Failure::usage(format!(
+                    "--op {scatter_op} takes DATA, INDICES and UPDATES only"
+                )));
+            }
+            let (data, indices, updates) = match (&args.indices, &args.third) {
+                (Some(indices), Some(updates)) => (
+                    ArrayPath::parse(&args.data),
+                    ArrayPath::parse(indices),
+                    ArrayPath::parse(updates),
+                ),
+                (Some(_), None) => {
+                    return Err(Failure::usage(format!(
+                        "UPDATES is required with --op {scatter_op}: give DATA INDICES UPDATES \
+                         (FILE.npy or FILE.npz:NAME each), or one .npz archive holding arrays \
+                         named data, indices and updates"
+                    )));
+                }
+                _ => {
+                    let [data, indices, updates] =
+                        one_archive(args, ["data", "indices", "updates"])?;
+                    (data, indices, updates)
+                }
+            };
+            return Ok(InputFiles {
+                data,
+                indices,
+                scales: None,
+                zero_points: None,
+                updates: Some(updates),
+            });
+        }
         match quantization {
-            None if args.scales.is_some() || args.zero_points_file.is_some() => {
+            None if args.third.is_some() || args.zero_points_file.is_some() => {
+                // Without an op, that is what to report (it may be a scatter's UPDATES).
+                args.op.kind()?;
                 return Err(Failure::usage(
-                    "SCALES and ZERO_POINTS are inputs of --op gather-block-quantized only",
+                    "SCALES and ZERO_POINTS are inputs of --op gather-block-quantized only \
+                     (UPDATES of the scatters)",
                 ));
             }
-            Some(Quantization::Gguf(_)) if args.scales.is_some() => {
+            Some(Quantization::Gguf(_)) if args.third.is_some() => {
                 return Err(Failure::usage(
                     "--op gather-gguf takes DATA and INDICES only (its scales are in the blocks)",
                 ));
             }
-            Some(Quantization::Block(_)) if args.scales.is_none() => {
+            Some(Quantization::Block(_)) if args.third.is_none() => {
                 return Err(Failure::usage(
                     "SCALES is required with --op gather-block-quantized",
                 ));
@@ -229,8 +329,9 @@ impl InputFiles {
         Ok(InputFiles {
             data,
             indices,
-            scales: extra(&args.scales),
+            scales: extra(&args.third),
             zero_points: extra(&args.zero_points_file),
+            updates: None,
         })
     }
 
@@ -245,6 +346,9 @@ impl InputFiles {
         }
         if let Some(zero_points) = &self.zero_points {
             roles.push(("zero points", zero_points.file.as_path()));
+        }
+        if let Some(updates) = &self.updates {
+            roles.push(("updates", updates.file.as_path()));
         }
         roles
     }
@@ -279,30 +383,51 @@ fn inputs(args: &RunArgs) -> Result<(ArrayPath, ArrayPath)> {
     if let Some(indices) = &args.indices {
         return Ok((data, ArrayPath::parse(indices)));
     }
+    let [data, indices] = one_archive(args, ["data", "indices"])?;
+    Ok((data, indices))
+}
+
+/// `names` as a list in words: `a and b`, `a, b and c`.
+fn listed(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// The arrays `names` of the one archive DATA names, each checked to be there.
+fn one_archive<const N: usize>(args: &RunArgs, names: [&str; N]) -> Result<[ArrayPath; N]> {
+    let data = ArrayPath::parse(&args.data);
+    let upper: Vec<String> = names.iter().map(|name| name.to_uppercase()).collect();
+    let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
     if !data.is_npz() || data.member.is_some() {
         return Err(Failure::usage(format!(
-            "no indices: give DATA and INDICES (FILE.npy or FILE.npz:NAME each), or one .npz \
-             archive holding arrays named data and indices, not {data}"
+            "no indices: give {} (FILE.npy or FILE.npz:NAME each), or one .npz archive \
+             holding arrays named {}, not {data}",
+            listed(&upper),
+            listed(&names)
         )));
     }
     let archive = Archive::open(&data.file)?;
-    let missing: Vec<&str> = ["data", "indices"]
-        .into_iter()
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
         .filter(|name| !archive.has(name))
         .collect();
     if !missing.is_empty() {
         return Err(Failure::usage(format!(
-            "{data} alone must hold arrays named data and indices; it has no {} (it has: {}); \
-             or give INDICES as well",
+            "{data} alone must hold arrays named {}; it has no {} (it has: {}); or give {} as \
+             well",
+            listed(&names),
             missing.join(" or "),
-            archive.names().join(", ")
+            archive.names().join(", "),
+            listed(&upper[1..])
         )));
     }
-    let named = |name: &str| ArrayPath {
+    Ok(names.map(|name| ArrayPath {
         file: data.file.clone(),
         member: Some(name.to_string()),
-    };
-    Ok((named("data"), named("indices")))
+    }))
 }
 
 /// Fails if `output` is the same file as one of `inputs` (the same path, or the same file
@@ -338,7 +463,15 @@ fn dtype_name(array: &Array) -> &'static str {
 }
 
 /// Runs the interpreter on the same inputs and compares.
-fn check(kernel: &OpKernel, sig: &OpSignature, inputs: &Inputs, output: &[u8]) -> Result<()> {
+///
+/// # Errors
+/// The interpreter's error; a disagreement (status 1).
+pub(crate) fn check(
+    kernel: &OpKernel,
+    sig: &OpSignature,
+    inputs: &Inputs,
+    output: &[u8],
+) -> Result<()> {
     let expected = kernel.interpret(inputs).map_err(|e| sig.index_failure(e))?;
     if expected != output {
         let at = crate::report::first_difference(&expected, output) / sig.dtype().size();

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
+use gather_jit::scatter::{Reduction, ScatterFlavor};
 use gather_jit::{DType, Flavor, GgufFormat, IndexType};
 
 /// A tensor shape as written on the command line: `2x3x4`, `2,3,4`, `[2,3,4]`, `(2, 3, 4)`;
@@ -73,10 +74,72 @@ pub fn parse_shape(text: &str) -> Result<Shape, String> {
         .map(Shape)
 }
 
-/// `--flavor`: the library's flavor names, listed in `--help`.
-pub fn flavor_parser() -> impl TypedValueParser<Value = Flavor> {
-    PossibleValuesParser::new(Flavor::ALL.map(Flavor::name))
-        .map(|name| Flavor::from_name(&name).expect("a listed flavor name"))
+/// A `--flavor` name: a gather flavor's, a scatter flavor's, or both (`onnx` and `tensorrt`
+/// name a gather and a scatter flavor each); which one applies follows `--op`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlavorName(&'static str);
+
+impl FlavorName {
+    /// Every name, the gathers' first, then the scatter-only ones.
+    pub fn all() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Flavor::ALL.map(Flavor::name).to_vec();
+        for scatter in ScatterFlavor::ALL.map(ScatterFlavor::name) {
+            if !names.contains(&scatter) {
+                names.push(scatter);
+            }
+        }
+        names
+    }
+
+    /// The name as given.
+    pub fn name(self) -> &'static str {
+        self.0
+    }
+
+    /// The gather flavor of this name, if there is one.
+    pub fn gather(self) -> Option<Flavor> {
+        Flavor::from_name(self.0)
+    }
+
+    /// The scatter flavor of this name, if there is one.
+    pub fn scatter(self) -> Option<ScatterFlavor> {
+        ScatterFlavor::from_name(self.0)
+    }
+}
+
+impl From<Flavor> for FlavorName {
+    fn from(flavor: Flavor) -> FlavorName {
+        FlavorName(flavor.name())
+    }
+}
+
+impl From<ScatterFlavor> for FlavorName {
+    fn from(flavor: ScatterFlavor) -> FlavorName {
+        FlavorName(flavor.name())
+    }
+}
+
+impl fmt::Display for FlavorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// `--flavor`: the library's gather and scatter flavor names, listed in `--help`.
+pub fn flavor_parser() -> impl TypedValueParser<Value = FlavorName> {
+    PossibleValuesParser::new(FlavorName::all()).map(|name| {
+        let known = FlavorName::all().into_iter().find(|n| *n == name);
+        FlavorName(known.expect("a listed flavor name"))
+    })
+}
+
+/// `--reduction`: OpenVINO's names and ONNX's (`add` = `sum`, `mul` = `prod`), listed in
+/// `--help`.
+pub fn reduction_parser() -> impl TypedValueParser<Value = Reduction> {
+    PossibleValuesParser::new([
+        "none", "add", "sum", "mul", "prod", "max", "min", "sub", "mean",
+    ])
+    .map(|name| Reduction::from_name(&name).expect("a listed reduction name"))
 }
 
 /// Other names of the element types, as numpy (`float32`, `bool_`), ONNX's `TensorProto`
@@ -211,6 +274,31 @@ mod tests {
         ] {
             assert!(parse_shape(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn flavor_names_are_the_gathers_and_the_scatters() {
+        let parse = |name: &str| {
+            let known = FlavorName::all().into_iter().find(|n| *n == name);
+            known.map(FlavorName)
+        };
+        let onnx = parse("onnx").unwrap();
+        assert_eq!(onnx.gather(), Some(Flavor::Onnx));
+        assert_eq!(onnx.scatter(), Some(ScatterFlavor::Onnx));
+        let gather8 = parse("openvino-gather8").unwrap();
+        assert_eq!(gather8.gather(), Some(Flavor::OpenvinoGather8));
+        assert_eq!(gather8.scatter(), None);
+        let update = parse("openvino-scatterupdate3").unwrap();
+        assert_eq!(update.gather(), None);
+        assert_eq!(
+            update.scatter(),
+            Some(ScatterFlavor::OpenvinoScatterUpdate3)
+        );
+        // Each name once: onnx and tensorrt are not listed twice.
+        let all = FlavorName::all();
+        assert_eq!(all.len(), Flavor::ALL.len() + ScatterFlavor::ALL.len() - 2);
+        assert_eq!(Reduction::from_name("add"), Some(Reduction::Sum));
+        assert_eq!(Reduction::from_name("mul"), Some(Reduction::Prod));
     }
 
     #[test]
