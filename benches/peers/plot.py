@@ -112,6 +112,7 @@ def load_scatter(path: Path) -> list[dict]:
             "indices": raw.get("indices_shape"), "in_place": times.get("gather-jit/in-place"),
             "out_of_place": times.get("gather-jit/out-of-place"), "best": best,
             "best_ns": peers[best], "memcpy": cli.get("memcpy_ns"),
+            "to_memcpy": cli.get("ratio_to_memcpy"),
             "memcpy_numpy": raw.get("memcpy_numpy_ns"),
             "compile": cli.get("compile_ns", cli_in_place.get("compile_ns")),
             "na": raw.get("n/a", {}),
@@ -176,8 +177,9 @@ def qtable(rows: list[dict]) -> str:
 
 def stable(rows: list[dict]) -> str:
     """The scatter cases: gather-jit in place beside the best peer (any mode; W1 beside numpy in
-    place, as its target reads), out of place beside a memcpy of data (the CLI's, else numpy's),
-    and issue 32's target; n/a where gather-jit has no figure."""
+    place, as its target reads), out of place beside a memcpy of data (the CLI's, else numpy's;
+    the ratio is the CLI's `ratio_to_memcpy`, both timed in one process, where it has one), and
+    issue 32's target; n/a where gather-jit has no figure."""
     head = ["case", "op", "data", "indices", "gather-jit in place (µs)", "best peer (µs)",
             "/ best peer", "target", "gather-jit out of place (µs)", "memcpy of data (µs)",
             "out of place / memcpy", "compile (µs)"]  # fmt: skip
@@ -199,7 +201,8 @@ def stable(rows: list[dict]) -> str:
                  f"{us(r['best_ns'])} {PEER_NAMES[peer]} {mode.replace('-', ' ')}",
                  div(r["in_place"], r["best_ns"]), target, opt(r["out_of_place"]),
                  opt(memcpy) + ("" if r["memcpy"] is not None or memcpy is None else " (numpy)"),
-                 div(r["out_of_place"], memcpy),
+                 f"{r['to_memcpy']:.2f}" if r["to_memcpy"] is not None
+                 else div(r["out_of_place"], memcpy),
                  f"{r['compile'] / 1000:.0f}" if r["compile"] is not None else "n/a"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
