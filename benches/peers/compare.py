@@ -28,6 +28,10 @@ GatherBlockQuantized and numpy for Q1/Q2, numpy + gguf.quants.dequantize for Q3,
 is n/a (the CLI's error is the reason) and the CLI's memcpy and fill come from a plain Gather bench
 with the same output size.
 
+The scatter cases (W1..W5 of issue 32; scatter_cases.py beside this file) run only when named
+(--cases scatter, or W1,W3): each peer in place and, where it has one, out of place, and gather-jit
+through `gather-jit bench --in-place` and without, on the script's indices (`--indices FILE.npy`).
+
 It installs nothing: see README.md beside it. Pin the process to one core for steady numbers, e.g.
 `taskset -c 0 python compare.py` (the gather-jit child processes inherit the affinity).
 """
@@ -62,6 +66,9 @@ try:
     import numpy as np
 except ImportError:
     sys.exit("compare.py needs numpy (the reference): pip install -r requirements.txt, see README.md")
+
+import scatter_cases as sc  # noqa: E402 - beside this file; needs numpy only
+from scatter_cases import SCase, SCASES  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PEERS = ("numpy", "onnxruntime", "openvino", "jax")
@@ -594,11 +601,11 @@ def run_cli(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(args, capture_output=True, text=True, check=False)
 
 
-def check_gather_jit(binary: Path, case: Case | QCase, inputs, reference,
+def check_gather_jit(binary: Path, case: Case | QCase | SCase, inputs, reference,
                      tmp: Path) -> str | None:  # fmt: skip
-    """None if `gather-jit run` (with `--check` for the Gather cases) on the same inputs (data,
-    indices[, scales]) gives numpy's result, else why not."""
-    names = ["data", "indices", "scales"][: len(inputs)]
+    """None if `gather-jit run` (with `--check` for the Gather and scatter cases) on the same
+    inputs (data, indices[, scales or updates]) gives numpy's result, else why not."""
+    names = ["data", "indices", "updates" if isinstance(case, SCase) else "scales"][: len(inputs)]
     paths = [tmp / f"{name}.npy" for name in names]
     out = tmp / "out.npy"
     try:
@@ -626,6 +633,25 @@ def bench_gather_jit(binary: Path, case: Case | QCase, seconds: float) -> dict:
     result = json.loads(proc.stdout)
     if tuple(result["output_shape"]) != case.output_shape():
         raise RuntimeError(f"output shape {result['output_shape']} != {case.output_shape()}")
+    return result
+
+
+def bench_scatter_jit(binary: Path, case: SCase, seconds: float, indices: Path,
+                      in_place: bool) -> dict:  # fmt: skip
+    """`gather-jit bench` of a scatter case on the script's indices (`--indices FILE.npy`; data and
+    updates are the CLI's own random values), `--in-place` or not."""
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    cmd = [str(binary), "bench", *case.cli_args(), "--data-shape", shape(case.data_shape),
+           "--indices-shape", shape(case.indices_shape), *case.bench_args(),
+           "--indices", str(indices), *(["--in-place"] if in_place else []),
+           "--time-ms", str(max(1, round(seconds * 1000))), "--json"]  # fmt: skip
+    proc = run_cli(cmd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"exited {proc.returncode}: {proc.stderr.strip()[:200]}")
+    result = json.loads(proc.stdout)
+    got = result.get("output_shape")
+    if got is not None and tuple(got) != case.output_shape():
+        raise RuntimeError(f"output shape {got} != {case.output_shape()}")
     return result
 
 
@@ -663,13 +689,16 @@ def short(exc: BaseException) -> str:
 
 @dataclass
 class Row:
-    case: Case | QCase
-    times: dict[str, float] = field(default_factory=dict)  # peer -> median ns
+    case: Case | QCase | SCase
+    # peer -> median ns; for the scatter cases "peer/in-place" or "peer/out-of-place"
+    times: dict[str, float] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)  # peer -> why n/a
     memcpy_np: float | None = None
     cli: dict | None = None
     # Quantized cases whose op the CLI cannot bench: memcpy/fill from `cli_copy_fill`.
     cli_copy_fill: dict | None = None
+    # Scatter cases: `cli` is the out-of-place bench, this the in-place one.
+    cli_in_place: dict | None = None
 
 
 def run_case(case: Case | QCase, peers: list[str], broken: dict[str, str], binary: Path,
@@ -746,6 +775,82 @@ def run_case(case: Case | QCase, peers: list[str], broken: dict[str, str], binar
         except Exception as exc:  # noqa: BLE001
             log(f"{case.name}: no CLI memcpy/fill ({short(exc)})")
     del samplers, inputs
+    gc.collect()
+    return row
+
+
+def run_scase(case: SCase, peers: list[str], broken: dict[str, str], binary: Path,
+              seconds: float, rounds: int, seed: int, tmp: Path, log) -> Row:  # fmt: skip
+    """A scatter case as `run_case` times a gather: every peer in each of its modes (in place, out
+    of place; see scatter_cases.MODES) set up, called once and checked against the plain
+    reference, then all timed in interleaved rounds beside a memcpy of data's size and gather-jit's
+    `bench` in place and out of place on the same indices."""
+    row = Row(case)
+    inputs = sc.make_sinputs(case, seed)
+    reference = sc.s_reference(case, *inputs)
+    samplers: dict[str, Sampler] = {}
+    for peer in (p for p in peers if p in sc.SETUPS and p not in broken):
+        for mode in sc.MODES[peer]:
+            name = f"{peer}/{mode}"
+            log(f"{case.name} {name}: set up and check")
+            try:
+                call, output = sc.SETUPS[peer](case, mode, *inputs)
+                call()
+                why = mismatch(output(), reference)
+                if why:
+                    row.notes[name] = why
+                else:
+                    samplers[name] = Sampler(call)
+                    samplers[name].keep = output  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
+                row.notes[name] = short(exc)
+                log(traceback.format_exc())
+    samplers["memcpy"] = Sampler(memcpy_call(reference.nbytes))
+
+    log(f"{case.name} gather-jit: check")
+    try:
+        why = check_gather_jit(binary, case, inputs, reference, tmp)
+    except Exception as exc:  # noqa: BLE001
+        why = short(exc)
+    jit_names = [f"gather-jit/{mode}" for mode in (sc.IN_PLACE, sc.OUT_OF_PLACE)]
+    if why:
+        row.notes["gather-jit"] = why
+        jit_names = []
+    indices_path = tmp / f"{case.name}-indices.npy"
+    np.save(indices_path, inputs[1])
+
+    names = list(samplers) + jit_names
+    cli_runs: dict[str, list[dict]] = {name: [] for name in jit_names}
+    for r in range(rounds):
+        log(f"{case.name} timing, round {r + 1} of {rounds}")
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            if name in samplers:
+                samplers[name].take(seconds / rounds)
+                continue
+            if name not in cli_runs:  # failed in an earlier round
+                continue
+            try:
+                in_place = name.endswith(sc.IN_PLACE)
+                run = bench_scatter_jit(binary, case, seconds / rounds, indices_path, in_place)
+                cli_runs[name].append(run)
+            except Exception as exc:  # noqa: BLE001
+                row.notes[name] = short(exc)
+                del cli_runs[name]
+    indices_path.unlink(missing_ok=True)
+
+    for name, sampler in samplers.items():
+        if name == "memcpy":
+            row.memcpy_np = sampler.median()
+        else:
+            row.times[name] = sampler.median()
+    for name, runs in cli_runs.items():
+        merged = merge_cli_runs(runs)
+        row.times[name] = merged["median_ns"]
+        if name.endswith(sc.IN_PLACE):
+            row.cli_in_place = merged
+        else:
+            row.cli = merged
+    del samplers, inputs, reference
     gc.collect()
     return row
 
@@ -844,6 +949,64 @@ def qtable(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def best_of(times: dict[str, float], names) -> tuple[str | None, float | None]:
+    timed = {n: times[n] for n in names if n in times}
+    best = min(timed, key=timed.get) if timed else None
+    return best, (timed[best] if best else None)
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+
+def stables(rows: list[Row], peers: list[str]) -> str:
+    """The scatter cases: in place (gather-jit's `--in-place` beside every peer's in-place mode,
+    the best peer over all modes), then out of place (beside the peers that have that mode and a
+    memcpy of data's size)."""
+    peer_modes = [f"{p}/{m}" for p in peers if p in sc.MODES for m in sc.MODES[p]]
+    shape = lambda dims: "[" + ",".join(map(str, dims)) + "]"  # noqa: E731
+
+    def cell(r: Row, name: str) -> str:
+        return fmt_us(r.times.get(name)) if name.split("/")[0] in peers else "-"
+
+    def best_cell(best, ns) -> str:
+        return f"{fmt_us(ns)} ({best.replace('/', ', ')})" if best else "n/a"
+
+    in_peers = [p for p in peers if sc.IN_PLACE in sc.MODES.get(p, ())]
+    head = ["case", "op", "data", "indices", "gather-jit", *in_peers, "best peer (any mode)",
+            "gather-jit / best", "target"]  # fmt: skip
+    lines = ["In place (data becomes the output; ONNX Runtime and OpenVINO with the output bound "
+             "to data's buffer, JAX donating data):", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+    for r in rows:
+        c, jit = r.case, r.times.get(f"gather-jit/{sc.IN_PLACE}")
+        best, best_ns = best_of(r.times, peer_modes)
+        target = sc.TARGETS.get(c.name)
+        cells = [c.name, c.label, shape(c.data_shape), shape(c.indices_shape), fmt_us(jit),
+                 *(cell(r, f"{p}/{sc.IN_PLACE}") for p in in_peers), best_cell(best, best_ns),
+                 ratio(jit, best_ns), f"{target}" if target else "50 ns raw call (criterion)"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+
+    out_peers = [p for p in peers if sc.OUT_OF_PLACE in sc.MODES.get(p, ())]
+    head = ["case", "gather-jit", *out_peers, "best peer", "gather-jit / best",
+            "memcpy of data (numpy)", "memcpy of data (gather-jit CLI)", "gather-jit / memcpy"]  # fmt: skip
+    lines += ["", "Out of place (output = data with the updates applied, in a separate buffer):", "",
+              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+    for r in rows:
+        jit = r.times.get(f"gather-jit/{sc.OUT_OF_PLACE}")
+        best, best_ns = best_of(r.times, [f"{p}/{sc.OUT_OF_PLACE}" for p in out_peers])
+        cli = r.cli or {}
+        # The CLI's own ratio (the median over the rounds of each run's kernel / memcpy, both
+        # timed in one process): steadier under load than a ratio of the two medians.
+        to_memcpy = cli.get("ratio_to_memcpy")
+        cells = [r.case.name, fmt_us(jit), *(cell(r, f"{p}/{sc.OUT_OF_PLACE}") for p in out_peers),
+                 best_cell(best, best_ns), ratio(jit, best_ns), fmt_us(r.memcpy_np),
+                 fmt_us(cli.get("memcpy_ns")),
+                 f"{to_memcpy:.2f}" if to_memcpy is not None else "n/a"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def cli_table(rows: list[Row]) -> str:
     lines = ["| case | compile, median (µs) | first compile (µs) | on shared code (µs) "
              "| cache hit (ns) | hit, lent (ns) | gather-jit / memcpy (CLI) | GB/s | code bytes |",
@@ -916,8 +1079,9 @@ def huge_pages_note() -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="all",
-                    help="comma-separated, e.g. S1,S5,gpt2-embedding,Q1; all (default: S1..S9 and "
-                         "the models), models, quantized (Q1, Q2, Q3-q4_0, Q3-q8_0; Q3 is both)")  # fmt: skip
+                    help="comma-separated, e.g. S1,S5,gpt2-embedding,Q1,W2; all (default: S1..S9 "
+                         "and the models), models, quantized (Q1, Q2, Q3-q4_0, Q3-q8_0; Q3 is both), "
+                         "scatter (W1..W5)")  # fmt: skip
     ap.add_argument("--peers", default=",".join(ALL_PEERS),
                     help="comma-separated subset of peers (gguf: Q3's numpy + gguf.quants)")  # fmt: skip
     ap.add_argument("--repeat-seconds", type=float, default=1.0,
@@ -931,12 +1095,13 @@ def main() -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args()
 
-    by_name = {c.name.lower(): c for c in [*CASES, *QCASES]}
+    by_name = {c.name.lower(): c for c in [*CASES, *QCASES, *SCASES]}
     groups = {
         "all": [c.name.lower() for c in CASES],
         "models": [c.name.lower() for c in CASES if not c.name.startswith("S")],
         "quantized": [c.name.lower() for c in QCASES],
         "q3": [c.name.lower() for c in QCASES if c.name.startswith("Q3")],
+        "scatter": [c.name.lower() for c in SCASES],
     }
     names = []
     for n in (s.strip().lower() for s in args.cases.split(",") if s.strip()):
@@ -945,8 +1110,8 @@ def main() -> int:
     wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
     peers = [p for p in ALL_PEERS if p in wanted]
     if unknown or any(p not in ALL_PEERS for p in wanted):
-        ap.error(f"cases are {', '.join(c.name for c in [*CASES, *QCASES])} (or all, models, "
-                 f"quantized, Q3); peers are {', '.join(ALL_PEERS)}")  # fmt: skip
+        ap.error(f"cases are {', '.join(c.name for c in [*CASES, *QCASES, *SCASES])} (or all, "
+                 f"models, quantized, Q3, scatter); peers are {', '.join(ALL_PEERS)}")  # fmt: skip
     if not args.gather_jit.exists():
         ap.error(f"{args.gather_jit} not found: cargo build --release -p gather-jit-cli")
 
@@ -965,8 +1130,9 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="gather-jit-peers-") as tmp:
         for name in names:
-            rows.append(run_case(by_name[name], peers, broken, args.gather_jit, args.repeat_seconds,
-                                 max(1, args.rounds), args.seed, Path(tmp), log))  # fmt: skip
+            run = run_scase if isinstance(by_name[name], SCase) else run_case
+            rows.append(run(by_name[name], peers, broken, args.gather_jit, args.repeat_seconds,
+                            max(1, args.rounds), args.seed, Path(tmp), log))  # fmt: skip
 
     head = header(args.gather_jit, versions, broken)
     end_load = os.getloadavg()
@@ -979,6 +1145,7 @@ def main() -> int:
     print()
     plain = [r for r in rows if isinstance(r.case, Case)]
     quantized = [r for r in rows if isinstance(r.case, QCase)]
+    scatters = [r for r in rows if isinstance(r.case, SCase)]
     if plain:
         print("Median µs per call, single thread, f32 data, i64 indices unless marked:")
         print()
@@ -989,6 +1156,11 @@ def main() -> int:
               "(GatherBlockQuantized: f32 scales, no zero points):")  # fmt: skip
         print()
         print(qtable(quantized))
+        print()
+    if scatters:
+        print("Scatters, median µs per call, single thread, i64 indices:")
+        print()
+        print(stables(scatters, [p for p in peers if p in PEERS]))
         print()
     print("gather-jit (from `gather-jit bench --json`):")
     print()
@@ -1016,6 +1188,12 @@ def main() -> int:
                      "quantize_axis": 1, "scales": "f32", "zero_points": False})  # fmt: skip
                 if r.cli_copy_fill:
                     entry["gather_jit_cli_copy_fill"] = r.cli_copy_fill
+            if isinstance(r.case, SCase):
+                c = r.case
+                entry["scatter"] = {"op": c.op, "axis": c.axis, "reduction": c.reduction,
+                                    "dtype": c.dtype, "updates_shape": c.updates_shape,
+                                    "indices": c.indices, "zero_data": c.zero_data}  # fmt: skip
+                entry["gather_jit_cli_in_place"] = r.cli_in_place
         setup = {
             # The header without its date line: the file is kept in the repo, git dates it.
             "header": [line for line in head.splitlines() if not line.startswith("date:")],

@@ -9,8 +9,9 @@ numpy, ONNX Runtime, OpenVINO and JAX on that case) and divided by a `memcpy` of
 (the CLI's, timed in the same process as the kernel), on a log scale with a line at 1.0. Needs
 matplotlib (only for the figure); see README.md.
 
-The quantized cases (Q1..Q3, rows with a "quantized" key) are not in the figure: `--table` lists
-them in a table of their own, with their peers' times even where gather-jit has none yet.
+The quantized cases (Q1..Q3, rows with a "quantized" key) and the scatter cases (W1..W5, rows with
+a "scatter" key) are not in the figure: `--table` lists each group in a table of its own, with the
+peers' times even where gather-jit has none yet.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def load(path: Path) -> list[dict]:
     """One dict per case that gather-jit and at least one peer timed, with the derived figures."""
     rows = []
     for raw in json.loads(path.read_text())["rows"]:
-        if "quantized" in raw:  # load_quantized's
+        if "quantized" in raw or "scatter" in raw:  # load_quantized's, load_scatter's
             continue
         times, cli = raw["median_ns"], raw["gather_jit_cli"]
         peers = {p: times[p] for p in PEERS if p in times}
@@ -79,6 +80,41 @@ def load_quantized(path: Path) -> list[dict]:
             "jit": times.get("gather-jit"), "best": best, "best_ns": peers[best],
             "memcpy": copy_fill.get("memcpy_ns"), "fill": copy_fill.get("fill_ns"),
             "compile": cli.get("compile_ns"), "hit": cli.get("cache_hit_ns"),
+            "na": raw.get("n/a", {}),
+        })  # fmt: skip
+    return rows
+
+
+# Issue 32's targets for the scatters: gather-jit in place / the best peer (W1: / numpy in place).
+S_TARGETS = {"W1": 0.5, "W2": 0.5, "W3": 0.5, "W4": 0.7}
+
+
+def load_scatter(path: Path) -> list[dict]:
+    """The scatter cases (W1..W5) that at least one peer timed. Times are keyed "peer/mode"; the
+    best peer is the fastest over every peer and mode (W1's target names numpy in place);
+    gather-jit's figures are None where it has none."""
+    rows = []
+    for raw in json.loads(path.read_text())["rows"]:
+        if "scatter" not in raw:
+            continue
+        times = raw["median_ns"]
+        peers = {k: v for k, v in times.items() if not k.startswith("gather-jit")}
+        if not peers:
+            print(f"{raw['case']}: no peer time, left out", file=sys.stderr)
+            continue
+        best = min(peers, key=peers.get)
+        if raw["case"] == "W1" and "numpy/in-place" in peers:
+            best = "numpy/in-place"
+        cli = raw.get("gather_jit_cli") or {}
+        cli_in_place = raw.get("gather_jit_cli_in_place") or {}
+        rows.append({
+            "case": raw["case"], "op": raw.get("op", ""), "data": raw.get("data_shape"),
+            "indices": raw.get("indices_shape"), "in_place": times.get("gather-jit/in-place"),
+            "out_of_place": times.get("gather-jit/out-of-place"), "best": best,
+            "best_ns": peers[best], "memcpy": cli.get("memcpy_ns"),
+            "to_memcpy": cli.get("ratio_to_memcpy"),
+            "memcpy_numpy": raw.get("memcpy_numpy_ns"),
+            "compile": cli.get("compile_ns", cli_in_place.get("compile_ns")),
             "na": raw.get("n/a", {}),
         })  # fmt: skip
     return rows
@@ -135,6 +171,39 @@ def qtable(rows: list[dict]) -> str:
                  div(jit, r["memcpy"]), div(jit, r["fill"]),
                  f"{r['compile'] / 1000:.0f}" if r["compile"] is not None else "n/a",
                  f"{r['hit']:.0f}" if r["hit"] is not None else "n/a"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def stable(rows: list[dict]) -> str:
+    """The scatter cases: gather-jit in place beside the best peer (any mode; W1 beside numpy in
+    place, as its target reads), out of place beside a memcpy of data (the CLI's, else numpy's;
+    the ratio is the CLI's `ratio_to_memcpy`, both timed in one process, where it has one), and
+    issue 32's target; n/a where gather-jit has no figure."""
+    head = ["case", "op", "data", "indices", "gather-jit in place (µs)", "best peer (µs)",
+            "/ best peer", "target", "gather-jit out of place (µs)", "memcpy of data (µs)",
+            "out of place / memcpy", "compile (µs)"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def div(a, b) -> str:
+        return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+    def opt(ns) -> str:
+        return us(ns) if ns is not None else "n/a"
+
+    for r in rows:
+        peer, mode = r["best"].split("/")
+        memcpy = r["memcpy"] if r["memcpy"] is not None else r["memcpy_numpy"]
+        target = S_TARGETS.get(r["case"])
+        target = (f"≤ {target}" if target else "raw call ≤ 50 ns") + (
+            ", out of place ≤ 1.1x memcpy" if r["case"] == "W1" else "")  # fmt: skip
+        cells = [r["case"], r["op"], shape(r["data"]), shape(r["indices"]), opt(r["in_place"]),
+                 f"{us(r['best_ns'])} {PEER_NAMES[peer]} {mode.replace('-', ' ')}",
+                 div(r["in_place"], r["best_ns"]), target, opt(r["out_of_place"]),
+                 opt(memcpy) + ("" if r["memcpy"] is not None or memcpy is None else " (numpy)"),
+                 f"{r['to_memcpy']:.2f}" if r["to_memcpy"] is not None
+                 else div(r["out_of_place"], memcpy),
+                 f"{r['compile'] / 1000:.0f}" if r["compile"] is not None else "n/a"]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -201,12 +270,15 @@ def main() -> int:
     args = ap.parse_args()
     rows = load(args.json)
     quantized = load_quantized(args.json)
+    scatters = load_scatter(args.json)
     if args.table:
         cases = [r for r in rows if r["case"].startswith("S")]
         models = [r for r in rows if not r["case"].startswith("S")]
         tables = [table(t) for t in (cases, models) if t]
         if quantized:
             tables.append(qtable(quantized))
+        if scatters:
+            tables.append(stable(scatters))
         print("\n\n".join(tables))
         return 0
     if not rows:

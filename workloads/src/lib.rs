@@ -1,9 +1,17 @@
 //! Named workloads shared by the benches, the CLI and the tests (not part of the library):
-//! the performance cases S1..S9 and a few real-model shapes, plus seeded random inputs.
+//! the performance cases S1..S9 and a few real-model shapes, the scatter cases W1..W5
+//! ([`scatter_cases`]), plus seeded random inputs.
 //!
 //! Its buffers are allocated infallibly: it is for benchmarks and tests, whose shapes are
 //! known, not for inputs from users.
 #![warn(missing_docs)]
+
+mod scatter;
+
+pub use scatter::{
+    KV_POSITION, ScatterIndices, ScatterInputs, ScatterWorkload, ZIPF_EXPONENT, random_values,
+    scatter_cases,
+};
 
 use gather_jit::ir::Validated;
 use gather_jit::{DType, Flavor, IndexType, Op, Signature};
