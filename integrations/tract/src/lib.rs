@@ -66,9 +66,11 @@ mod load;
 mod onnx;
 mod op;
 mod quantized;
+mod scatter;
 
 pub use guard::{catch_panic, check_allocation, run_checked};
 pub use load::{convert_4bit_tensors, model_for_path, model_for_proto, model_for_read};
 pub use onnx::{onnx, onnx_native, register, register_native};
 pub use op::{JitGather, datum_of, dtype_of, index_type_of};
 pub use quantized::{GatherBlockQuantized, QuantizedEngine};
+pub use scatter::{JitScatter, reduction_of};
