@@ -1,6 +1,8 @@
 //! gather-jit as the gather backend of [tract](https://github.com/sonos/tract): ONNX `Gather`,
 //! `GatherElements` and `GatherND` (every opset tract reads, `batch_dims` included) become
-//! [`JitGather`] ops, whose kernels gather-jit compiles for each concrete shape and caches.
+//! [`JitGather`] ops, whose kernels gather-jit compiles for each concrete shape and caches;
+//! ONNX `ScatterND`, `ScatterElements` and `Scatter` (every reduction) become [`JitScatter`]
+//! ops, which write into their data tensor when tract hands them the only reference to it.
 //!
 //! ```no_run
 //! use tract_onnx::prelude::*;

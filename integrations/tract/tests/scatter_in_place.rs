@@ -152,3 +152,42 @@ fn the_op_writes_in_place_only_into_data_it_owns() {
     }
     assert_eq!(shared.as_bytes(), data().as_bytes());
 }
+
+/// Empty data (a dim of 0) and empty indices: the output is data, in place and out of place.
+#[test]
+fn empty_tensors_scatter_nothing() {
+    let op = JitScatter {
+        op: ScatterOp::Nd,
+        reduction: Reduction::None,
+    };
+    let ctx = EvalContext::out_of_plan();
+    let cases = [
+        (f32_tensor(&[0, 3], &[]), vec![0usize, 1], vec![0usize, 3]),
+        (
+            f32_tensor(&[2, 3], &[1., 2., 3., 4., 5., 6.]),
+            vec![0, 1],
+            vec![0, 3],
+        ),
+    ];
+    for (data, indices_shape, updates_shape) in cases {
+        let indices = Tensor::from_shape::<i64>(&indices_shape, &[]).expect("tensor");
+        let updates = f32_tensor(&updates_shape, &[]);
+        for shared in [false, true] {
+            let value = data.clone().into_tvalue();
+            let kept = shared.then(|| value.clone());
+            let out = op
+                .eval(
+                    &ctx,
+                    tvec!(
+                        value,
+                        indices.clone().into_tvalue(),
+                        updates.clone().into_tvalue()
+                    ),
+                )
+                .expect("runs");
+            assert_eq!(out[0].shape(), data.shape());
+            assert_eq!(out[0].as_bytes(), data.as_bytes());
+            drop(kept);
+        }
+    }
+}
