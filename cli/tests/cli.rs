@@ -1266,9 +1266,9 @@ fn model_input_errors_are_one_line_and_write_nothing() {
     }
 }
 
-/// Every model the tract integration is tested with (the ONNX node tests of the three ops and
-/// three multi-op models) runs through `gather-jit model` on random inputs, its gathers by the
-/// JIT, and writes one .npy per output.
+/// Every model the tract integration is tested with (the ONNX node tests of the gathers and
+/// scatters and the multi-op models) runs through `gather-jit model` on random inputs, its
+/// gathers and scatters by the JIT, and writes one .npy per output.
 #[cfg(feature = "model")]
 #[test]
 fn model_runs_every_committed_onnx_model() {
@@ -1287,11 +1287,11 @@ fn model_runs_every_committed_onnx_model() {
         ]);
         let report: Value = serde_json::from_str(&json).expect("json");
         let gathers = report["gathers"].as_array().expect("gathers");
+        let scatters = report["scatters"].as_array().expect("scatters");
         assert!(
-            gathers
-                .iter()
+            (gathers.iter().chain(scatters))
                 .any(|g| g["op"].as_str().is_some_and(|op| op.contains("gather-jit"))),
-            "{}: no JIT gather in {json}",
+            "{}: no JIT gather or scatter in {json}",
             dir.display()
         );
         let outputs = report["outputs"].as_array().expect("outputs").len();
@@ -1299,7 +1299,7 @@ fn model_runs_every_committed_onnx_model() {
         assert_eq!(written, outputs, "{}", dir.display());
         ran += 1;
     }
-    assert!(ran >= 13, "only {ran} models under {}", models.display());
+    assert!(ran >= 33, "only {ran} models under {}", models.display());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use gather_jit_tract::{
-    GatherBlockQuantized, JitGather, QuantizedEngine, catch_panic, dtype_of, run_checked,
+    GatherBlockQuantized, JitGather, JitScatter, QuantizedEngine, catch_panic, dtype_of,
+    run_checked,
 };
 use serde_json::json;
 use tract_onnx::prelude::*;
@@ -100,10 +101,14 @@ fn parse_tolerance(text: &str) -> std::result::Result<f64, String> {
         .ok_or_else(|| format!("{text} is not a tolerance (a finite number, 0 or more)"))
 }
 
+/// A node the report lists: its name, its op (and what runs it) and its inputs' facts.
+type NodeReport = (String, String, Vec<String>);
+
 /// A model ready to run, and the facts of its inputs and outputs.
 struct Loaded {
     plan: Arc<TypedSimplePlan>,
-    gathers: Vec<(String, String, Vec<String>)>,
+    gathers: Vec<NodeReport>,
+    scatters: Vec<NodeReport>,
 }
 
 /// Parses `path` with JIT-backed gathers or tract's own, under [`catch_panic`]: tract panics
@@ -141,42 +146,57 @@ fn analyse(path: &Path, model: InferenceModel, native: bool) -> Result<Loaded> {
     };
     let model = catch_panic("tract's analysis", || model.into_typed()).map_err(cannot)?;
     let model = catch_panic("tract's optimiser", || model.into_optimized()).map_err(cannot)?;
-    let gathers = model
-        .nodes()
+    let listed = |word: &str| -> Vec<NodeReport> {
+        (model.nodes().iter())
+            .filter(|node| node.op().name().contains(word))
+            .map(|node| node_report(&model, node))
+            .collect()
+    };
+    let (gathers, scatters) = (listed("Gather"), listed("Scatter"));
+    let plan = catch_panic("tract's into_runnable", || model.into_runnable()).map_err(cannot)?;
+    Ok(Loaded {
+        plan,
+        gathers,
+        scatters,
+    })
+}
+
+/// What the report says of a gather or scatter `node` of `model`.
+fn node_report(model: &TypedModel, node: &TypedNode) -> NodeReport {
+    let facts = node
+        .inputs
         .iter()
-        .filter(|node| node.op().name().contains("Gather"))
-        .map(|node| {
-            let facts = node
-                .inputs
-                .iter()
-                .map(|&outlet| {
-                    model.outlet_fact(outlet).map_or_else(
-                        |e| format!("? ({e})"),
-                        |fact| format!("{:?} {:?}", fact.datum_type, fact.shape),
-                    )
-                })
-                .collect();
-            let op = match (
-                node.op_as::<JitGather>(),
-                node.op_as::<GatherBlockQuantized>(),
-            ) {
-                (Some(jit), _) => format!("{} (gather-jit: {})", node.op().name(), jit.op),
-                (_, Some(q)) => format!(
-                    "{} (gather-jit {}: {})",
-                    node.op().name(),
-                    match q.engine {
-                        QuantizedEngine::Jit => "kernel",
-                        QuantizedEngine::Interpreter => "interpreter",
-                    },
-                    node.op().info().unwrap_or_default().join(", ")
-                ),
-                _ => format!("{} (tract)", node.op().name()),
-            };
-            (node.name.clone(), op, facts)
+        .map(|&outlet| {
+            model.outlet_fact(outlet).map_or_else(
+                |e| format!("? ({e})"),
+                |fact| format!("{:?} {:?}", fact.datum_type, fact.shape),
+            )
         })
         .collect();
-    let plan = catch_panic("tract's into_runnable", || model.into_runnable()).map_err(cannot)?;
-    Ok(Loaded { plan, gathers })
+    let op = match (
+        node.op_as::<JitGather>(),
+        node.op_as::<GatherBlockQuantized>(),
+        node.op_as::<JitScatter>(),
+    ) {
+        (Some(jit), _, _) => format!("{} (gather-jit: {})", node.op().name(), jit.op),
+        (_, Some(q), _) => format!(
+            "{} (gather-jit {}: {})",
+            node.op().name(),
+            match q.engine {
+                QuantizedEngine::Jit => "kernel",
+                QuantizedEngine::Interpreter => "interpreter",
+            },
+            node.op().info().unwrap_or_default().join(", ")
+        ),
+        (_, _, Some(jit)) => format!(
+            "{} (gather-jit: {} reduction={})",
+            node.op().name(),
+            jit.op,
+            jit.reduction
+        ),
+        _ => format!("{} (tract)", node.op().name()),
+    };
+    (node.name.clone(), op, facts)
 }
 
 /// Runs the plan, each node's outputs checked for size first (`run_checked`: tract's own ops
@@ -534,6 +554,7 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     let mut report = json!({
         "model": args.file.display().to_string(),
         "gathers": loaded.gathers.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
+        "scatters": loaded.scatters.iter().map(|(name, op, facts)| json!({"node": name, "op": op, "inputs": facts})).collect::<Vec<_>>(),
         "inputs": inputs_report,
         "pinned": given_pins && pin_error.is_none(),
         "pin_error": pin_error,
@@ -611,8 +632,12 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         outln!(out, "{report}");
         return failure.map_or(Ok(()), Err);
     }
-    outln!(out, "model: {} (gathers by {first})", args.file.display());
-    for (name, op, facts) in &loaded.gathers {
+    outln!(
+        out,
+        "model: {} (gathers and scatters by {first})",
+        args.file.display()
+    );
+    for (name, op, facts) in loaded.gathers.iter().chain(&loaded.scatters) {
         outln!(out, "  {name}: {op} on {}", facts.join(", "));
     }
     let reported_inputs = report["inputs"].as_array().map_or(&[][..], Vec::as_slice);

@@ -1,6 +1,8 @@
 //! gather-jit as the gather backend of [tract](https://github.com/sonos/tract): ONNX `Gather`,
 //! `GatherElements` and `GatherND` (every opset tract reads, `batch_dims` included) become
-//! [`JitGather`] ops, whose kernels gather-jit compiles for each concrete shape and caches.
+//! [`JitGather`] ops, whose kernels gather-jit compiles for each concrete shape and caches;
+//! ONNX `ScatterND`, `ScatterElements` and `Scatter` (every reduction) become [`JitScatter`]
+//! ops, which write into their data tensor when tract hands them the only reference to it.
 //!
 //! ```no_run
 //! use tract_onnx::prelude::*;
@@ -66,9 +68,11 @@ mod load;
 mod onnx;
 mod op;
 mod quantized;
+mod scatter;
 
 pub use guard::{catch_panic, check_allocation, run_checked};
 pub use load::{convert_4bit_tensors, model_for_path, model_for_proto, model_for_read};
 pub use onnx::{onnx, onnx_native, register, register_native};
 pub use op::{JitGather, datum_of, dtype_of, index_type_of};
 pub use quantized::{GatherBlockQuantized, QuantizedEngine};
+pub use scatter::{JitScatter, reduction_of};

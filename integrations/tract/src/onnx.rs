@@ -4,6 +4,7 @@
 use crate::dims::{InputDim, rule_error};
 use crate::op::{JitGather, dtype_of, index_type_of};
 use crate::quantized::{gather_block_quantized, interpreted_gather_block_quantized};
+use crate::scatter;
 use gather_jit::ir::ShapeRule;
 use gather_jit::{Flavor, Op as GatherOp};
 use tract_onnx::model::ParsingContext;
@@ -12,28 +13,35 @@ use tract_onnx::tract_hir::internal::*;
 use tract_onnx::tract_hir::ops::array as hir;
 use tract_onnx::tract_hir::ops::expandable::{Expansion, expand};
 
-/// Makes `onnx` build JIT-backed ops for ONNX `Gather`, `GatherElements` and `GatherND`, and
+/// Makes `onnx` build JIT-backed ops for ONNX `Gather`, `GatherElements` and `GatherND`, for
+/// ONNX `ScatterND`, `ScatterElements` and `Scatter` (a [`JitScatter`](crate::JitScatter)), and
 /// for ONNX Runtime's `com.microsoft.GatherBlockQuantized` (a [`GatherBlockQuantized`](crate::GatherBlockQuantized), which
 /// tract lacks; load a model whose tables are INT4 / UINT4 with [`crate::model_for_path`]).
 pub fn register(onnx: &mut tract_onnx::Onnx) {
     onnx.op_register.insert("Gather", gather);
     onnx.op_register.insert("GatherElements", gather_elements);
     onnx.op_register.insert("GatherND", gather_nd);
+    onnx.op_register.insert("ScatterND", scatter::scatter_nd);
+    onnx.op_register
+        .insert("ScatterElements", scatter::scatter_elements);
+    onnx.op_register
+        .insert("Scatter", scatter::scatter_elements);
     onnx.op_register
         .insert("GatherBlockQuantized", gather_block_quantized);
 }
 
-/// tract's ONNX framework with the JIT-backed gathers registered.
+/// tract's ONNX framework with the JIT-backed gathers and scatters registered.
 pub fn onnx() -> tract_onnx::Onnx {
     let mut onnx = tract_onnx::onnx();
     register(&mut onnx);
     onnx
 }
 
-/// tract's ONNX framework with tract's own gather ops, GatherND's behind this crate's checked
-/// type and shape rules: what to compare the JIT-backed ops with. tract's own GatherND rules
-/// compute `indices_rank - 1` unchecked, so indices of rank 0 (which ONNX forbids) make them
-/// count to `usize::MAX`, growing memory until the process aborts. `GatherBlockQuantized` runs
+/// tract's ONNX framework with tract's own gather and scatter ops, GatherND's and the scatters'
+/// behind this crate's checked type and shape rules: what to compare the JIT-backed ops with.
+/// tract's own GatherND rules compute `indices_rank - 1` unchecked, so indices of rank 0
+/// (which ONNX forbids) make them count to `usize::MAX`, growing memory until the process
+/// aborts; its ScatterND rules compute the same. `GatherBlockQuantized` runs
 /// in gather-jit's interpreter here ([`QuantizedEngine::Interpreter`](crate::QuantizedEngine)),
 /// not in tract's own op.
 pub fn onnx_native() -> tract_onnx::Onnx {
@@ -42,11 +50,17 @@ pub fn onnx_native() -> tract_onnx::Onnx {
     onnx
 }
 
-/// Puts tract's own GatherND behind this crate's checked rules in `onnx` (see
-/// [`onnx_native`]), and `GatherBlockQuantized` as gather-jit's interpreter; Gather and
-/// GatherElements keep tract's own ops and rules.
+/// Puts tract's own GatherND, ScatterND and ScatterElements (and `Scatter`) behind this crate's
+/// checked rules in `onnx` (see [`onnx_native`]), and `GatherBlockQuantized` as gather-jit's
+/// interpreter; Gather and GatherElements keep tract's own ops and rules.
 pub fn register_native(onnx: &mut tract_onnx::Onnx) {
     onnx.op_register.insert("GatherND", native_gather_nd);
+    onnx.op_register
+        .insert("ScatterND", scatter::native_scatter_nd);
+    onnx.op_register
+        .insert("ScatterElements", scatter::native_scatter_elements);
+    onnx.op_register
+        .insert("Scatter", scatter::native_scatter_elements);
     onnx.op_register
         .insert("GatherBlockQuantized", interpreted_gather_block_quantized);
 }

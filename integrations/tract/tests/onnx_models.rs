@@ -1,7 +1,9 @@
 //! Models and expected outputs written by others: the ONNX backend node tests of Gather,
-//! GatherElements and GatherND (expected outputs from onnx's numpy reference), and small
-//! BERT-, GPT-2- and recommender-style models whose expected outputs are ONNX Runtime's. They
-//! live in tests/models/ and `scripts/make_test_models.py` rewrites them.
+//! GatherElements, GatherND, Scatter, ScatterElements and ScatterND (expected outputs from
+//! onnx's numpy reference), and small BERT-, GPT-2- and recommender-style models, KV-cache
+//! writes (f32 and f16), an embedding gradient (scatter-add) and scatters with the other
+//! reductions, whose expected outputs are ONNX Runtime's. They live in tests/models/ and
+//! `scripts/make_test_models.py` rewrites them.
 //!
 //! Each model runs through `gather_jit_tract::onnx()` (optimized, as a user would run it) and
 //! must match: bit-identically, except the outputs a case's tolerances.txt gives a tolerance
@@ -18,10 +20,14 @@ use tract_onnx::tract_hir::internal::{TractErrorContext, bail, ensure};
 
 /// Every case the script writes; the test fails if one is missing or unexpected, so it cannot
 /// pass by running nothing.
-const CASES: [&str; 13] = [
+const CASES: [&str; 33] = [
     "bert_embeddings",
+    "embedding_grad",
     "gpt2_head",
+    "kv_cache_update",
+    "kv_cache_update_f16",
     "recommender",
+    "scatter_reductions",
     "test_gather_0",
     "test_gather_1",
     "test_gather_2d_indices",
@@ -32,6 +38,32 @@ const CASES: [&str; 13] = [
     "test_gathernd_example_float32",
     "test_gathernd_example_int32",
     "test_gathernd_example_int32_batch_dim1",
+    "test_scatter_elements_with_axis",
+    "test_scatter_elements_with_duplicate_indices",
+    "test_scatter_elements_with_negative_indices",
+    "test_scatter_elements_with_reduction_max",
+    "test_scatter_elements_with_reduction_min",
+    "test_scatter_elements_with_reduction_mul",
+    "test_scatter_elements_without_axis",
+    "test_scatter_with_axis",
+    "test_scatter_without_axis",
+    "test_scatternd",
+    "test_scatternd_add",
+    "test_scatternd_max",
+    "test_scatternd_max_with_element_indices",
+    "test_scatternd_min",
+    "test_scatternd_min_with_element_indices",
+    "test_scatternd_multiply",
+];
+
+/// The ONNX ops that `gather_jit_tract::onnx()` makes JIT ops.
+const JIT_OP_TYPES: [&str; 6] = [
+    "Gather",
+    "GatherElements",
+    "GatherND",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
 ];
 
 /// How an output must match the expected one.
@@ -47,8 +79,9 @@ struct Case {
     inputs: Vec<Tensor>,
     expected: Vec<Tensor>,
     tolerances: Vec<Tolerance>,
-    /// Gather, GatherElements and GatherND nodes in the ONNX graph.
-    gathers: usize,
+    /// Gather, GatherElements, GatherND, Scatter, ScatterElements and ScatterND nodes in the
+    /// ONNX graph: each must become a JIT op.
+    jit_nodes: usize,
 }
 
 fn models_dir() -> PathBuf {
@@ -107,11 +140,11 @@ fn load_case(onnx: &tract_onnx::Onnx, dir: &Path) -> TractResult<Case> {
     );
     let tolerances = load_tolerances(dir, expected.len())?;
     let proto = onnx.proto_model_for_path(&model)?;
-    let gathers = proto
+    let jit_nodes = proto
         .graph
         .iter()
         .flat_map(|g| &g.node)
-        .filter(|n| ["Gather", "GatherElements", "GatherND"].contains(&n.op_type.as_str()))
+        .filter(|n| JIT_OP_TYPES.contains(&n.op_type.as_str()))
         .count();
     Ok(Case {
         name: dir.file_name().unwrap().to_string_lossy().into_owned(),
@@ -119,7 +152,7 @@ fn load_case(onnx: &tract_onnx::Onnx, dir: &Path) -> TractResult<Case> {
         inputs,
         expected,
         tolerances,
-        gathers,
+        jit_nodes,
     })
 }
 
@@ -259,12 +292,13 @@ fn onnx_models_match_their_expected_outputs() {
             Ok((outputs, jit_ops)) => {
                 run_count += 1;
                 let mut problems = compare_all(&case, &outputs).err().unwrap_or_default();
-                // Every gather here reads a model input, so none may be folded or left to
-                // tract's own ops.
-                if jit_ops.len() != case.gathers {
+                // Every gather and scatter here reads a model input, so none may be folded or
+                // left to tract's own ops.
+                if jit_ops.len() != case.jit_nodes {
                     problems.push(format!(
-                        "{} gathers in the ONNX graph but JIT ops {jit_ops:?} after optimization",
-                        case.gathers
+                        "{} gathers and scatters in the ONNX graph but JIT ops {jit_ops:?} after \
+                         optimization",
+                        case.jit_nodes
                     ));
                 }
                 if problems.is_empty() {

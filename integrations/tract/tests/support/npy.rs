@@ -1,5 +1,5 @@
 //! A reader of the `.npy` files numpy's `np.save` writes for the test data (format 1.0,
-//! little-endian `<f4` / `<i8`, C order), into tract tensors.
+//! little-endian `<f4` / `<f2` / `<i8`, C order), into tract tensors.
 
 #![allow(dead_code)]
 
@@ -37,6 +37,7 @@ pub fn read(path: &Path) -> Tensor {
         .collect();
     let dt = match descr {
         "<f4" => f32::datum_type(),
+        "<f2" => f16::datum_type(),
         "<i8" => i64::datum_type(),
         other => panic!("{}: dtype {other}", path.display()),
     };
@@ -46,7 +47,7 @@ pub fn read(path: &Path) -> Tensor {
         "{}",
         path.display()
     );
-    // SAFETY: both types are plain data, and `body` holds exactly the shape's elements
+    // SAFETY: the three types are plain data, and `body` holds exactly the shape's elements
     // (asserted above), little-endian as on the machines these tests run on.
     unsafe { Tensor::from_raw_dt(dt, &shape, body) }.expect("a tensor")
 }

@@ -192,6 +192,17 @@ pub fn node(op_type: &str, inputs: &[&str], outputs: &[&str], attrs: &[(&str, i6
     n
 }
 
+/// `node` (made by [`node`]) with a string attribute added, as `reduction = "add"`.
+pub fn with_string_attr(mut node: Vec<u8>, name: &str, value: &str) -> Vec<u8> {
+    let mut a = Vec::new();
+    bytes(&mut a, 1, name.as_bytes());
+    bytes(&mut a, 4, value.as_bytes());
+    // AttributeType STRING.
+    int(&mut a, 20, 3);
+    bytes(&mut node, 5, &a);
+    node
+}
+
 /// A `ModelProto` (IR version 8, default-domain opset `opset`) whose graph holds `nodes`,
 /// `initializers`, `inputs` and `outputs` (each made by the functions above).
 pub fn model(
