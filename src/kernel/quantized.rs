@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use cranelift_codegen::ir::{Signature, Type};
 use cranelift_codegen::isa::CallConv;
-use ndarray::{ArrayD, ArrayView, Dimension, IxDyn};
+use ndarray::{ArrayD, ArrayView, Dimension};
 
 use super::parallel::PARALLEL_MIN_BYTES;
-use super::safe::{check_len, check_shape, contiguous};
+use super::safe::{check_len, check_shape, contiguous, new_output};
 use super::{Element, IndexElement};
 use crate::codegen::driver::{self, Code, EntryPoint};
 use crate::error::{Error, Result};
@@ -440,42 +440,27 @@ impl QuantizedKernel {
             None => None,
         };
         let len: usize = self.output_shape().iter().product();
-        let mut output: Vec<T> = Vec::new();
-        output
-            .try_reserve_exact(len)
-            .map_err(|_| Error::Allocation {
-                what: "the output",
-                bytes: l.output_bytes(),
-            })?;
         let scale_bytes = if l.scales_shape().is_empty() {
             &[][..]
         } else {
             as_bytes(&scales)
         };
         // SAFETY: the element sizes are the signature's (checked above), so each buffer's
-        // bytes are the layout's; the output's capacity holds `len` elements.
-        let spare = unsafe {
-            std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), l.output_bytes())
-        };
+        // bytes are the layout's and the output buffer holds `len` elements of `T`'s size;
         // `run_bytes` writes every output byte when it succeeds (each value, or the zeros of
-        // an out-of-range slice); the capacity is not read before.
-        self.run_bytes(
-            as_bytes(&data),
-            as_bytes(&indices),
-            scale_bytes,
-            zero_points.as_deref(),
-            spare,
-        )?;
-        // SAFETY: after `Ok`, all `len` elements hold floats of `T`'s dtype written by the
-        // kernel, valid `T`s by `Element`'s contract.
-        unsafe { output.set_len(len) };
-        ArrayD::from_shape_vec(IxDyn(self.output_shape()), output).map_err(|e| {
-            Error::BufferMismatch {
-                what: "output",
-                expected: format!("{:?}", self.output_shape()),
-                actual: e.to_string(),
-            }
-        })
+        // an out-of-range slice), floats of `T`'s dtype: valid `T`s by `Element`'s contract.
+        unsafe {
+            new_output::<T>(self.output_shape(), len, |output| {
+                let spare = std::slice::from_raw_parts_mut(output, l.output_bytes());
+                self.run_bytes(
+                    as_bytes(&data),
+                    as_bytes(&indices),
+                    scale_bytes,
+                    zero_points.as_deref(),
+                    spare,
+                )
+            })
+        }
     }
 }
 

@@ -100,39 +100,46 @@ impl Kernel {
         let data = contiguous("a contiguous copy of data", &data)?;
         let indices = contiguous("a contiguous copy of indices", &indices)?;
         let len = self.validated.output_len();
-        let mut output: Vec<T> = Vec::new();
-        output
-            .try_reserve_exact(len)
-            .map_err(|_| Error::Allocation {
-                what: "the output",
-                bytes: self.plan.output_bytes as usize,
-            })?;
-        // The output is not filled first: a successful call writes every byte of it (each
-        // output slice belongs to exactly one lookup, copied or zero-filled), so a fill would
-        // only write the whole output twice.
         // SAFETY: `data` and `indices` are contiguous with the signature's shapes, and their
-        // element sizes are the signature's (checked above); `output` has capacity for
-        // `output_len` elements of that size, and is a fresh allocation, so it overlaps
-        // neither input. After `Ok`, all `len` elements are initialised with byte copies of
-        // elements of `data` or zero bytes, both valid `T`s by `Element`'s contract, so
-        // `set_len` is sound.
+        // element sizes are the signature's (checked above); the output buffer has room for
+        // the output and is a fresh allocation, so it overlaps neither input. After `Ok` every
+        // output element was written (each output slice belongs to exactly one lookup, copied
+        // or zero-filled) with byte copies of elements of `data` or zero bytes, both valid
+        // `T`s by `Element`'s contract.
         unsafe {
-            self.call_parallel(
-                data.as_ptr().cast(),
-                indices.as_ptr().cast(),
-                output.as_mut_ptr().cast(),
-                0,
-            )?;
-            output.set_len(len);
+            new_output::<T>(self.output_shape(), len, |output| {
+                self.call_parallel(data.as_ptr().cast(), indices.as_ptr().cast(), output, 0)
+            })
         }
-        ArrayD::from_shape_vec(IxDyn(self.output_shape()), output).map_err(|e| {
-            Error::BufferMismatch {
-                what: "output",
-                expected: format!("{:?}", self.output_shape()),
-                actual: e.to_string(),
-            }
-        })
     }
+}
+
+/// A new array of `shape` (`len` elements) whose elements `fill` writes through the pointer
+/// it is given, allocated fallibly and never filled first (a kernel writes each element once).
+///
+/// # Safety
+/// When `fill` returns `Ok`, it has written all `len` elements with valid `T`s, within the
+/// `len * size_of::<T>()` bytes it was given.
+pub(crate) unsafe fn new_output<T>(
+    shape: &[usize],
+    len: usize,
+    fill: impl FnOnce(*mut u8) -> Result<()>,
+) -> Result<ArrayD<T>> {
+    let mut output: Vec<T> = Vec::new();
+    output
+        .try_reserve_exact(len)
+        .map_err(|_| Error::Allocation {
+            what: "the output",
+            bytes: len.saturating_mul(size_of::<T>()),
+        })?;
+    fill(output.as_mut_ptr().cast())?;
+    // SAFETY: `fill` returned `Ok`, so all `len` elements are valid `T`s (the contract).
+    unsafe { output.set_len(len) };
+    ArrayD::from_shape_vec(IxDyn(shape), output).map_err(|e| Error::BufferMismatch {
+        what: "output",
+        expected: format!("{shape:?}"),
+        actual: e.to_string(),
+    })
 }
 
 /// `view`'s elements in row-major order: the view's own memory if it is C-contiguous, else a
