@@ -99,6 +99,18 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
             layout.index_count()
         ),
     };
+    let negative = match sig.negative {
+        crate::types::NegativeIndices::Wrap => "wrap",
+        crate::types::NegativeIndices::Invalid => "invalid",
+    };
+    let check = format!(
+        "pass 1: check {} index(es) in row-major order (negative={negative}); nothing written \
+         before",
+        layout.indices_len()
+    );
+    if layout.updates_len() == 0 {
+        return format!("{check}\npass 2: none (no updates, nothing to write)");
+    }
     let init = if !sig.use_init_val && sig.reduction != Reduction::None {
         "\n  first pass: each target element set to the reduction's neutral value"
     } else {
@@ -110,14 +122,8 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
         ""
     };
     format!(
-        "pass 1: check {} index(es) in row-major order (negative={}); nothing written before\n\
-         pass 2: {order}, in index order:{init}\n  write {slice} element(s) ({bytes} bytes): \
-         {how}{mean}",
-        layout.indices_len(),
-        match sig.negative {
-            crate::types::NegativeIndices::Wrap => "wrap",
-            crate::types::NegativeIndices::Invalid => "invalid",
-        },
+        "{check}\npass 2: {order}, in index order:{init}\n  write {slice} element(s) ({bytes} \
+         bytes): {how}{mean}"
     )
 }
 
@@ -169,12 +175,18 @@ pub(crate) fn lower(
     b.switch_to_block(writes);
     b.seal_block(writes);
     let sig = layout.signature();
-    if !sig.use_init_val && sig.reduction != Reduction::None {
-        lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+    // With no updates nothing is written, and the loops over the writes are left out: an
+    // empty dim inside them (ScatterElements' indices `[2^59, 0]`, the empty slices of a
+    // ScatterUpdate under `2^59` positions before its axis) would leave outer loops that
+    // walk up to `2^62` iterations for nothing.
+    if layout.updates_len() > 0 {
+        if !sig.use_init_val && sig.reduction != Reduction::None {
+            lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+        }
+        lowering.each_write(&mut b, |l, b, target, update| {
+            l.write_slice(b, target, update);
+        });
     }
-    lowering.each_write(&mut b, |l, b, target, update| {
-        l.write_slice(b, target, update);
-    });
     b.ins().jump(done, &[]);
 
     b.switch_to_block(done);
