@@ -27,6 +27,13 @@ fn fuzz_corpus_replays() {
     for entry in std::fs::read_dir(&dir).expect("the corpus directory") {
         let path = entry.expect("entry").path();
         let bytes = std::fs::read(&path).expect("corpus file");
+        if case::scatter::is_scatter(&bytes) {
+            let case = case::scatter::decode(&bytes);
+            let result = std::panic::catch_unwind(|| case.check());
+            assert!(result.is_ok(), "corpus input {} fails", path.display());
+            *kinds.entry(case.kind()).or_default() += 1;
+            continue;
+        }
         if case::quantized::is_quantized(&bytes) {
             let case = case::quantized::decode(&bytes);
             let result = std::panic::catch_unwind(|| case.check());
@@ -77,6 +84,17 @@ fn fuzz_corpus_replays() {
         "quantized ran: GatherGGUF Error",
         "quantized invalid: invalid quantization",
         "quantized invalid: size overflow",
+        "scatter ran: ScatterND none",
+        "scatter ran: ScatterND sub",
+        "scatter ran: ScatterElements mean",
+        "scatter ran: ScatterUpdate none",
+        "scatter ran: ScatterND index out of bounds",
+        "scatter ran: ScatterUpdate index out of bounds",
+        "scatter ran: ScatterElements duplicate index",
+        "scatter invalid: size overflow",
+        "scatter invalid: rank too large",
+        "scatter invalid: updates shape mismatch",
+        "scatter invalid: unsupported reduction",
     ] {
         assert!(
             kinds.contains_key(kind),
@@ -416,4 +434,63 @@ fn quantized_compile_of_an_empty_table_with_huge_dims_does_not_overflow() {
             assert_eq!(kernel.run_bytes(&[], &[], &[], None, &mut []), Ok(()));
         }
     }
+}
+
+/// The scatter seeds (`fuzz/src/scatter.rs`'s `seeds`) pass the differential check, name
+/// every flavor with every op it defines and every reduction it has (and `use_init_val =
+/// false` where it exists), all thirteen dtypes and eight index types among cases that run,
+/// and are in the kept corpus (`cargo run --example scatter_seeds` in `fuzz/` writes them).
+#[test]
+fn scatter_seeds_cover_every_flavor_and_reduction_and_are_kept() {
+    use gather_jit::scatter::{ScatterFlavor, ScatterOp};
+    use std::collections::BTreeSet;
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/differential");
+    let mut ran = BTreeSet::new();
+    let (mut dtypes, mut index_types) = (BTreeSet::new(), BTreeSet::new());
+    for (name, bytes) in case::scatter::seeds() {
+        assert!(case::scatter::is_scatter(&bytes), "{name}");
+        let case = case::scatter::decode(&bytes);
+        let result = std::panic::catch_unwind(|| case.check());
+        assert!(result.is_ok(), "seed {name} fails");
+        let kept = std::fs::read(dir.join(format!("scatter-{name}")));
+        assert_eq!(
+            kept.ok(),
+            Some(bytes),
+            "seed {name} is not in the corpus as written"
+        );
+        let sig = &case.signature;
+        if case.kind().starts_with("scatter ran") {
+            ran.insert((
+                sig.op.name().to_string(),
+                sig.flavor.name(),
+                sig.reduction.name(),
+                sig.use_init_val,
+            ));
+            dtypes.insert(format!("{:?}", sig.dtype));
+            index_types.insert(format!("{:?}", sig.index_type));
+        }
+    }
+    for op in [
+        ScatterOp::Nd,
+        ScatterOp::Elements { axis: 0 },
+        ScatterOp::Update { axis: 0 },
+    ] {
+        for flavor in ScatterFlavor::ALL {
+            if !flavor.supports(op.name()) {
+                continue;
+            }
+            for &reduction in flavor.reductions() {
+                for init in [true, false] {
+                    if !init && !flavor.has_use_init_val() {
+                        continue;
+                    }
+                    let key = (op.name().to_string(), flavor.name(), reduction.name(), init);
+                    assert!(ran.contains(&key), "no seed runs {key:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(dtypes.len(), 13, "{dtypes:?}");
+    assert_eq!(index_types.len(), 8, "{index_types:?}");
 }

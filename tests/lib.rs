@@ -15,6 +15,7 @@ mod quantized;
 mod reliability;
 mod scatter;
 mod scatter_conformance;
+mod scatter_fuzz_seeds;
 mod scatter_jit;
 mod scatter_props;
 mod scatter_review;

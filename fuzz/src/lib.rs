@@ -38,6 +38,11 @@
 //!     `call` misaligned and at guard pages, the typed `run` on views, wrong lengths and
 //!     types). The gathers' first bytes are below it (the kept corpus's were moved there, to
 //!     the value with the same meaning).
+//! 12. An input whose first byte is in `0xD0..=0xEF` (taken from the quantized range, where
+//!     no kept input started) is a scatter instead (ScatterND, ScatterElements, ScatterUpdate
+//!     of every flavor, reduction, dtype and index type): [`scatter`] decodes and checks it
+//!     against `interpret_scatter` out of place and in place, sequential and parallel, raw,
+//!     on bytes and on views, with hostile shapes and indices.
 
 use gather_jit::interp::interpret;
 use std::sync::Arc;
@@ -51,6 +56,9 @@ use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 
 #[path = "quantized.rs"]
 pub mod quantized;
+
+#[path = "scatter.rs"]
+pub mod scatter;
 
 /// Cases whose tensors are bigger than this (elements) are compiled but not run, to keep the
 /// interpreter (one allocation per element) fast.
@@ -411,11 +419,14 @@ pub fn gather_batch_dims(flavor: Flavor, b: usize, indices_rank: usize, negative
     }
 }
 
-/// Decodes `bytes` and checks the case (a quantized one from [`quantized::SELECTOR`] on, else
-/// a gather); panics (with a replayable description) on any disagreement between the JIT and
-/// the interpreter.
+/// Decodes `bytes` and checks the case (a scatter one for first bytes in
+/// [`scatter::FIRST`]`..=`[`scatter::LAST`], a quantized one for the others from
+/// [`quantized::SELECTOR`] on, else a gather); panics (with a replayable description) on any
+/// disagreement between the JIT and the interpreter.
 pub fn check(bytes: &[u8]) {
-    if quantized::is_quantized(bytes) {
+    if scatter::is_scatter(bytes) {
+        scatter::check(bytes);
+    } else if quantized::is_quantized(bytes) {
         quantized::decode(bytes).check();
     } else {
         decode(bytes).check();

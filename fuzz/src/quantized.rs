@@ -30,7 +30,9 @@ use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 
 use super::{DIMS, FromBytes, Reader, SENTINEL, index_value, placed};
 
-/// First bytes from this one on select a quantized case (a quarter of all inputs).
+/// First bytes from this one on select a quantized case (a quarter of all inputs), but for
+/// `0xD0..=0xEF`, the scatters' (`super::scatter`): `0xC0..=0xCF` (structured shapes) and
+/// `0xF0..=0xFF` (raw shapes), an eighth of all inputs.
 pub const SELECTOR: u8 = 0xC0;
 
 /// Valid cases run only if data, scales and zero points together are at most this many bytes
@@ -99,7 +101,7 @@ pub enum QView {
 }
 
 impl QView {
-    fn decode(byte: u8) -> QView {
+    pub(super) fn decode(byte: u8) -> QView {
         let axis = usize::from(byte >> 3);
         match byte % 8 {
             0..=2 => QView::Plain,
@@ -172,10 +174,10 @@ pub struct QuantizedCase {
 }
 
 /// Splitmix64: the case's data, scales and zero points from a seed the input chooses.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -183,7 +185,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn fill(&mut self, bytes: &mut [u8]) {
+    pub(super) fn fill(&mut self, bytes: &mut [u8]) {
         for chunk in bytes.chunks_mut(8) {
             let word = self.next().to_le_bytes();
             chunk.copy_from_slice(&word[..chunk.len()]);
@@ -253,7 +255,7 @@ fn float_bits(dtype: DType, mode: u64, rng: &mut Rng) -> u32 {
 
 /// `count` floats of `dtype`, native-endian: `style` 0 all ordinary, 1 one in eight special,
 /// 2 all special, 3 any bits.
-fn float_bytes(dtype: DType, count: usize, style: u8, rng: &mut Rng) -> Vec<u8> {
+pub(super) fn float_bytes(dtype: DType, count: usize, style: u8, rng: &mut Rng) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size());
     for _ in 0..count {
         let mode = match style % 4 {
@@ -275,7 +277,7 @@ fn float_bytes(dtype: DType, count: usize, style: u8, rng: &mut Rng) -> Vec<u8> 
 
 /// Whether `bytes` decode to a quantized case.
 pub fn is_quantized(bytes: &[u8]) -> bool {
-    bytes.first().is_some_and(|&b| b >= SELECTOR)
+    bytes.first().is_some_and(|&b| b >= SELECTOR) && !super::scatter::is_scatter(bytes)
 }
 
 /// A dim of raw mode: usually small, sometimes hostile.
@@ -468,7 +470,7 @@ pub fn runnable(layout: &QuantizedLayout) -> bool {
 
 /// Whether ndarray can make an array of `shape` (its nonzero dims multiply to at most
 /// `isize::MAX`).
-fn ndarray_holds(shape: &[usize]) -> bool {
+pub(super) fn ndarray_holds(shape: &[usize]) -> bool {
     shape
         .iter()
         .filter(|&&d| d != 0)
@@ -926,7 +928,7 @@ struct Inputs {
 }
 
 /// An array laid out for a [`QView`], holding the values of a row-major tensor.
-struct Viewed<T> {
+pub(super) struct Viewed<T> {
     storage: ArrayD<T>,
     shape: Vec<usize>,
     kind: QView,
@@ -936,7 +938,7 @@ impl<T: Copy> Viewed<T> {
     /// `values` (row-major, of `shape`) laid out as `kind` says; `fill` pads a strided
     /// layout's gaps. A kind whose axis is out of range or empty (or a strided view of an
     /// empty array) is plain.
-    fn new(shape: &[usize], values: &[T], kind: QView, fill: T) -> Viewed<T> {
+    pub(super) fn new(shape: &[usize], values: &[T], kind: QView, fill: T) -> Viewed<T> {
         let c = ArrayViewD::from_shape(IxDyn(shape), values).expect("length matches the shape");
         let has = |axis: usize| shape[axis] > 0;
         // The axis counts modulo the rank (none for rank 0).
@@ -984,7 +986,7 @@ impl<T: Copy> Viewed<T> {
         }
     }
 
-    fn view(&self) -> ArrayViewD<'_, T> {
+    pub(super) fn view(&self) -> ArrayViewD<'_, T> {
         match self.kind {
             QView::Plain | QView::Fortran => self.storage.view(),
             QView::Reversed(a) => {
@@ -999,19 +1001,44 @@ impl<T: Copy> Viewed<T> {
                 .expect("a unit axis broadcasts"),
         }
     }
+
+    /// The view, writable (the scatters' in-place `run_in_place`); `None` for a broadcast,
+    /// whose elements alias one another.
+    pub(super) fn view_mut(&mut self) -> Option<ndarray::ArrayViewMutD<'_, T>> {
+        match self.kind {
+            QView::Plain | QView::Fortran => Some(self.storage.view_mut()),
+            QView::Reversed(a) => {
+                let mut v = self.storage.view_mut();
+                v.invert_axis(Axis(a));
+                Some(v)
+            }
+            QView::Strided(a) => Some(self.storage.slice_axis_mut(Axis(a), Slice::new(0, None, 2))),
+            QView::Broadcast(_) => None,
+        }
+    }
 }
 
 impl<T: FromBytes> Viewed<T> {
-    fn from_bytes(shape: &[usize], bytes: &[u8], kind: QView, fill: &[u8]) -> Viewed<T> {
+    pub(super) fn from_bytes(shape: &[usize], bytes: &[u8], kind: QView, fill: &[u8]) -> Viewed<T> {
         let size = fill.len();
         let values: Vec<T> = bytes.chunks_exact(size).map(T::from_bytes).collect();
         Viewed::new(shape, &values, kind, T::from_bytes(fill))
     }
 
     /// The bytes the view stands for, row-major.
-    fn bytes(&self) -> Vec<u8> {
+    pub(super) fn bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         for &v in self.view().iter() {
+            v.to_bytes(&mut out);
+        }
+        out
+    }
+
+    /// Every byte of the storage (the view's elements and, for a strided view, the gaps
+    /// between them), in the storage's logical order.
+    pub(super) fn storage_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &v in self.storage.iter() {
             v.to_bytes(&mut out);
         }
         out

@@ -108,6 +108,17 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
     } else {
         String::new()
     };
+    if layout.updates_len() == 0 {
+        return format!(
+            "pass 1: check the {} index(es) in row-major order (negative={}); a bad one fails \
+             the call{duplicates}\npass 2: none (no updates, nothing to write)",
+            layout.indices_len(),
+            match sig.negative {
+                crate::types::NegativeIndices::Wrap => "wrap",
+                crate::types::NegativeIndices::Invalid => "invalid",
+            },
+        );
+    }
     let init = if !sig.use_init_val && sig.reduction != Reduction::None {
         format!(
             "every element an update lands on set to {}'s neutral value (use_init_val=false); \
@@ -186,12 +197,18 @@ pub(crate) fn lower(
     b.switch_to_block(writes);
     b.seal_block(writes);
     let sig = layout.signature();
-    if !sig.use_init_val && sig.reduction != Reduction::None {
-        lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+    // With no updates nothing is written, and the loops over the writes are left out: an
+    // empty dim inside them (ScatterElements' indices `[2^59, 0]`, the empty slices of a
+    // ScatterUpdate under `2^59` positions before its axis) would leave outer loops that
+    // walk up to `2^62` iterations for nothing.
+    if layout.updates_len() > 0 {
+        if !sig.use_init_val && sig.reduction != Reduction::None {
+            lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+        }
+        lowering.each_write(&mut b, |l, b, target, update| {
+            l.write_slice(b, target, update);
+        });
     }
-    lowering.each_write(&mut b, |l, b, target, update| {
-        l.write_slice(b, target, update);
-    });
     b.ins().jump(done, &[]);
 
     b.switch_to_block(done);
