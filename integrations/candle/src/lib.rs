@@ -57,6 +57,7 @@ mod error;
 mod layout;
 mod op;
 mod quantized;
+mod scatter;
 
 use candle_core::Tensor;
 use candle_core::shape::Dim;
@@ -64,6 +65,7 @@ use candle_core::shape::Dim;
 pub use embedding::Embedding;
 pub use op::{IndexRules, JitGather};
 pub use quantized::QuantizedEmbedding;
+pub use scatter::JitScatter;
 
 /// `data.index_select(indices, dim)` by a gather-jit kernel, under candle's index rules.
 ///
@@ -115,6 +117,99 @@ pub fn gather_nd(
     JitGather::gather_nd(batch_dims).apply(data, indices)
 }
 
+/// `data.scatter(indices, source, dim)` (ONNX ScatterElements) by a gather-jit kernel, under
+/// candle's index rules: a new tensor, data with each element of `source` written where
+/// `indices` puts it along `dim` (of two writes of one element the later wins).
+///
+/// # Errors
+/// Ranks that differ, `indices` and `source` of different shapes, a dim of theirs larger than
+/// data's (but along `dim`), dtypes that differ, a bad index (with its position and value).
+pub fn scatter<D: Dim>(
+    data: &Tensor,
+    indices: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "scatter")?;
+    JitScatter::scatter(dim).apply(data, indices, source)
+}
+
+/// `data.scatter_add(indices, source, dim)` (ONNX ScatterElements with `add`) by a gather-jit
+/// kernel, under candle's index rules: as [`scatter`], adding, in candle's order.
+///
+/// # Errors
+/// As [`scatter`].
+pub fn scatter_add<D: Dim>(
+    data: &Tensor,
+    indices: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "scatter-add")?;
+    JitScatter::scatter_add(dim).apply(data, indices, source)
+}
+
+/// `data.index_add(ids, source, dim)` by gather-jit kernels, under candle's index rules: a new
+/// tensor, data with slice `i` of `source` along `dim` added to slice `ids[i]`, in order.
+///
+/// # Errors
+/// `ids` not 1-D, `source` not of data's shape with `ids.len()` along `dim`, dtypes that
+/// differ, a bad id (with its position and value).
+pub fn index_add<D: Dim>(
+    data: &Tensor,
+    ids: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<Tensor> {
+    let dim = dim.to_index(data.shape(), "index-add")?;
+    JitScatter::index_add(dim).apply(data, ids, source)
+}
+
+/// [`scatter`] into `data` itself, as `Tensor::scatter_set`: `data` must be contiguous and
+/// share no storage with the other operands. On an error `data` is unchanged.
+///
+/// # Errors
+/// As [`scatter`].
+pub fn scatter_set<D: Dim>(
+    data: &Tensor,
+    indices: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<()> {
+    let dim = dim.to_index(data.shape(), "scatter-set")?;
+    JitScatter::scatter(dim).apply_in_place(data, indices, source)
+}
+
+/// [`scatter_add`] into `data` itself, as `Tensor::scatter_add_set`. On an error `data` is
+/// unchanged.
+///
+/// # Errors
+/// As [`scatter`].
+pub fn scatter_add_set<D: Dim>(
+    data: &Tensor,
+    indices: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<()> {
+    let dim = dim.to_index(data.shape(), "scatter-add-set")?;
+    JitScatter::scatter_add(dim).apply_in_place(data, indices, source)
+}
+
+/// [`index_add`] into `data` itself (candle has no in-place `index_add`): the work is the
+/// source's size, not data's. On an error `data` is unchanged.
+///
+/// # Errors
+/// As [`index_add`].
+pub fn index_add_set<D: Dim>(
+    data: &Tensor,
+    ids: &Tensor,
+    source: &Tensor,
+    dim: D,
+) -> candle_core::Result<()> {
+    let dim = dim.to_index(data.shape(), "index-add-set")?;
+    JitScatter::index_add(dim).apply_in_place(data, ids, source)
+}
+
 /// The ops as methods of [`Tensor`], under candle's index rules.
 pub trait GatherJitExt {
     /// [`index_select`] on `self`.
@@ -140,6 +235,72 @@ pub trait GatherJitExt {
     /// # Errors
     /// As [`gather_nd`].
     fn jit_gather_nd(&self, indices: &Tensor, batch_dims: usize) -> candle_core::Result<Tensor>;
+
+    /// [`scatter`] on `self`.
+    ///
+    /// # Errors
+    /// As [`scatter`].
+    fn jit_scatter<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor>;
+
+    /// [`scatter_add`] on `self`.
+    ///
+    /// # Errors
+    /// As [`scatter_add`].
+    fn jit_scatter_add<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor>;
+
+    /// [`index_add`] on `self`.
+    ///
+    /// # Errors
+    /// As [`index_add`].
+    fn jit_index_add<D: Dim>(
+        &self,
+        ids: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor>;
+
+    /// [`scatter_set`] on `self`.
+    ///
+    /// # Errors
+    /// As [`scatter_set`].
+    fn jit_scatter_set<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()>;
+
+    /// [`scatter_add_set`] on `self`.
+    ///
+    /// # Errors
+    /// As [`scatter_add_set`].
+    fn jit_scatter_add_set<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()>;
+
+    /// [`index_add_set`] on `self`.
+    ///
+    /// # Errors
+    /// As [`index_add_set`].
+    fn jit_index_add_set<D: Dim>(
+        &self,
+        ids: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()>;
 }
 
 impl GatherJitExt for Tensor {
@@ -157,5 +318,59 @@ impl GatherJitExt for Tensor {
 
     fn jit_gather_nd(&self, indices: &Tensor, batch_dims: usize) -> candle_core::Result<Tensor> {
         gather_nd(self, indices, batch_dims)
+    }
+
+    fn jit_scatter<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor> {
+        scatter(self, indices, source, dim)
+    }
+
+    fn jit_scatter_add<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor> {
+        scatter_add(self, indices, source, dim)
+    }
+
+    fn jit_index_add<D: Dim>(
+        &self,
+        ids: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<Tensor> {
+        index_add(self, ids, source, dim)
+    }
+
+    fn jit_scatter_set<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()> {
+        scatter_set(self, indices, source, dim)
+    }
+
+    fn jit_scatter_add_set<D: Dim>(
+        &self,
+        indices: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()> {
+        scatter_add_set(self, indices, source, dim)
+    }
+
+    fn jit_index_add_set<D: Dim>(
+        &self,
+        ids: &Tensor,
+        source: &Tensor,
+        dim: D,
+    ) -> candle_core::Result<()> {
+        index_add_set(self, ids, source, dim)
     }
 }
