@@ -136,7 +136,11 @@ fn bench(c: &mut Criterion) {
         // The two must agree before either is timed.
         let native = (case.native)().expect("candle runs");
         let jit = (case.jit)().expect("the JIT runs");
-        assert!(bits(&native) == bits(&jit), "{}: the results differ", case.name);
+        assert!(
+            bits(&native) == bits(&jit),
+            "{}: the results differ",
+            case.name
+        );
 
         let mut group = c.benchmark_group(format!("candle-scatter-{}", case.name));
         group.bench_function("candle", |b| {
@@ -144,9 +148,7 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function("jit", |b| b.iter(|| black_box((case.jit)().expect("jit"))));
         if let Some(native) = &case.native_in_place {
-            group.bench_function("candle-in-place", |b| {
-                b.iter(|| native().expect("candle"))
-            });
+            group.bench_function("candle-in-place", |b| b.iter(|| native().expect("candle")));
         }
         group.bench_function("jit-in-place", |b| {
             b.iter(|| (case.jit_in_place)().expect("jit"))
@@ -161,8 +163,8 @@ fn bench(c: &mut Criterion) {
 fn gradient(c: &mut Criterion) {
     let mut rng = XorShift::new(7);
     let cpu = Device::Cpu;
-    let table = Var::from_tensor(&random_f32(&[30522, 768], &mut rng).expect("table"))
-        .expect("variable");
+    let table =
+        Var::from_tensor(&random_f32(&[30522, 768], &mut rng).expect("table")).expect("variable");
     let ids = Tensor::new(zipf(1024, 30522, &mut rng), &cpu).expect("ids");
     let upstream = random_f32(&[1024, 768], &mut rng).expect("upstream");
     let native = candle_nn::Embedding::new(table.as_tensor().clone(), 768);

@@ -12,8 +12,8 @@ use gather_jit::{
     OutputMemory, Signature,
 };
 
-use crate::error::{from_jit, msg};
 use crate::JitScatter;
+use crate::error::{from_jit, msg};
 use crate::layout::contiguous;
 
 thread_local! {
@@ -212,7 +212,9 @@ impl JitGather {
             return data.zeros_like();
         }
         let (scatter, indices, grad) = match self.kind {
-            Kind::IndexSelect { dim } => (JitScatter::index_add(dim), indices.clone(), grad.clone()),
+            Kind::IndexSelect { dim } => {
+                (JitScatter::index_add(dim), indices.clone(), grad.clone())
+            }
             Kind::Take { dim } => {
                 // Gather's output `data[..dim] + ids + data[dim + 1..]` folds back to
                 // index_select's: flat ids, one slice each.

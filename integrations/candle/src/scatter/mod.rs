@@ -180,6 +180,11 @@ impl JitScatter {
                 Kind::ScatterNdAdd { .. } => {}
             }
         }
+        if data.elem_count() == 0 {
+            // Nothing to write (candle refuses an empty in-place destination); the indices are
+            // checked all the same.
+            return data.apply_op3_no_bwd(indices, source, self).map(|_| ());
+        }
         data.inplace_op3(indices, source, self)
     }
 
@@ -214,7 +219,9 @@ impl JitScatter {
     /// The dim candle's own op takes, for `f8e4m3` sums.
     fn candle_dim(&self) -> candle_core::Result<usize> {
         match self.kind {
-            Kind::ScatterAdd { dim } | Kind::IndexAdd { dim } if self.rules == IndexRules::Candle => {
+            Kind::ScatterAdd { dim } | Kind::IndexAdd { dim }
+                if self.rules == IndexRules::Candle =>
+            {
                 Ok(dim)
             }
             _ => Err(msg(format!(
@@ -222,6 +229,26 @@ impl JitScatter {
                 self.name()
             ))),
         }
+    }
+
+    /// An `f8e4m3` sum by candle's own loop (gather-jit has no 8-bit float arithmetic), on
+    /// contiguous copies of the operands as that loop requires: a new contiguous storage.
+    fn f8_sum(
+        &self,
+        data: &CpuStorage,
+        data_layout: &Layout,
+        indices: (&CpuStorage, &Layout),
+        source: (&CpuStorage, &Layout),
+    ) -> candle_core::Result<CpuStorage> {
+        let dim = self.candle_dim()?;
+        let (ids, ids_layout) = packed(indices.0, indices.1)?;
+        let (source, source_layout) = packed(source.0, source.1)?;
+        let (mut out, layout) = packed(data, data_layout)?;
+        if let Kind::IndexAdd { .. } = self.kind {
+            return out.index_add(&layout, &ids, &ids_layout, &source, &source_layout, dim);
+        }
+        out.scatter_add_set(&layout, &ids, &ids_layout, &source, &source_layout, dim)?;
+        Ok(out)
     }
 
     /// Runs the op on contiguous bytes of `T` into `dest`.
@@ -306,7 +333,7 @@ impl JitScatter {
     }
 
     /// Into new zeros of `shape`.
-    fn into_zeros<T: WithDType>(
+    fn onto_zeros_typed<T: WithDType>(
         &self,
         dtype: DType,
         shape: &[usize],
@@ -320,6 +347,14 @@ impl JitScatter {
         self.run(dtype, shape, indices, updates, &mut dest)?;
         Ok((T::to_cpu_storage_owned(zeros), Shape::from(shape)))
     }
+}
+
+/// A contiguous copy of the tensor `layout` describes in `storage`, and its layout.
+fn packed(storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Layout)> {
+    let shape = layout.shape();
+    let mut out = storage.device().zeros_impl(shape, storage.dtype())?;
+    storage.copy_strided_src(&mut out, 0, layout)?;
+    Ok((out, Layout::contiguous(shape)))
 }
 
 /// `count` zeros, allocated zeroed (pages the scatter never touches are never written).
@@ -375,15 +410,42 @@ fn dtype_mismatch(name: &str, data: &CpuStorage, source: &CpuStorage) -> candle_
 macro_rules! by_dtype {
     ($self:ident, $data:expr, $source:expr, |$d:ident, $s:ident, $dtype:ident| $body:expr, $f8:expr) => {
         match ($data, $source) {
-            (CpuStorage::U8($d), CpuStorage::U8($s)) => { let $dtype = DType::U8; $body }
-            (CpuStorage::U32($d), CpuStorage::U32($s)) => { let $dtype = DType::U32; $body }
-            (CpuStorage::I16($d), CpuStorage::I16($s)) => { let $dtype = DType::I16; $body }
-            (CpuStorage::I32($d), CpuStorage::I32($s)) => { let $dtype = DType::I32; $body }
-            (CpuStorage::I64($d), CpuStorage::I64($s)) => { let $dtype = DType::I64; $body }
-            (CpuStorage::BF16($d), CpuStorage::BF16($s)) => { let $dtype = DType::Bf16; $body }
-            (CpuStorage::F16($d), CpuStorage::F16($s)) => { let $dtype = DType::F16; $body }
-            (CpuStorage::F32($d), CpuStorage::F32($s)) => { let $dtype = DType::F32; $body }
-            (CpuStorage::F64($d), CpuStorage::F64($s)) => { let $dtype = DType::F64; $body }
+            (CpuStorage::U8($d), CpuStorage::U8($s)) => {
+                let $dtype = DType::U8;
+                $body
+            }
+            (CpuStorage::U32($d), CpuStorage::U32($s)) => {
+                let $dtype = DType::U32;
+                $body
+            }
+            (CpuStorage::I16($d), CpuStorage::I16($s)) => {
+                let $dtype = DType::I16;
+                $body
+            }
+            (CpuStorage::I32($d), CpuStorage::I32($s)) => {
+                let $dtype = DType::I32;
+                $body
+            }
+            (CpuStorage::I64($d), CpuStorage::I64($s)) => {
+                let $dtype = DType::I64;
+                $body
+            }
+            (CpuStorage::BF16($d), CpuStorage::BF16($s)) => {
+                let $dtype = DType::Bf16;
+                $body
+            }
+            (CpuStorage::F16($d), CpuStorage::F16($s)) => {
+                let $dtype = DType::F16;
+                $body
+            }
+            (CpuStorage::F32($d), CpuStorage::F32($s)) => {
+                let $dtype = DType::F32;
+                $body
+            }
+            (CpuStorage::F64($d), CpuStorage::F64($s)) => {
+                let $dtype = DType::F64;
+                $body
+            }
             // Without arithmetic, f8e4m3 moves as bytes.
             (CpuStorage::F8E4M3($d), CpuStorage::F8E4M3($s)) if !$self.kind.sums() => {
                 let $dtype = DType::U8;
@@ -419,31 +481,15 @@ impl CustomOp3 for JitScatter {
             self,
             data,
             source,
-            |d, s, dtype| self.out_of_place(dtype, (&d[..], data_layout), ids, (&s[..], source_layout)),
+            |d, s, dtype| self.out_of_place(
+                dtype,
+                (&d[..], data_layout),
+                ids,
+                (&s[..], source_layout)
+            ),
             {
-                // candle's own loop on a contiguous copy of data.
-                let dim = self.candle_dim()?;
-                let shape = data_layout.shape();
-                let mut out = data.device().zeros_impl(shape, data.dtype())?;
-                data.copy_strided_src(&mut out, 0, data_layout)?;
-                let layout = Layout::contiguous(shape);
-                let out = match self.kind {
-                    Kind::IndexAdd { .. } => {
-                        out.index_add(&layout, indices, indices_layout, source, source_layout, dim)?
-                    }
-                    _ => {
-                        out.scatter_add_set(
-                            &layout,
-                            indices,
-                            indices_layout,
-                            source,
-                            source_layout,
-                            dim,
-                        )?;
-                        out
-                    }
-                };
-                Ok((out, shape.clone()))
+                let out = self.f8_sum(data, data_layout, ids, (source, source_layout))?;
+                Ok((out, data_layout.shape().clone()))
             }
         )
     }
@@ -488,28 +534,22 @@ impl InplaceOp3 for JitScatter {
             )));
         }
         if let (CpuStorage::F8E4M3(_), true) = (&*data, self.kind.sums()) {
-            let dim = self.candle_dim()?;
-            return match self.kind {
-                Kind::IndexAdd { .. } => {
-                    let sum =
-                        data.index_add(data_layout, indices, indices_layout, source, source_layout, dim)?;
-                    sum.copy_strided_src(data, data_layout.start_offset(), &Layout::contiguous(data_layout.shape()))
-                }
-                _ => data.scatter_add_set(
-                    data_layout,
-                    indices,
-                    indices_layout,
-                    source,
-                    source_layout,
-                    dim,
-                ),
-            };
+            // Computed aside and copied in: candle's own in-place loop stops at a bad index
+            // with the earlier updates applied.
+            let sum = self.f8_sum(data, data_layout, ids, (source, source_layout))?;
+            let layout = Layout::contiguous(data_layout.shape());
+            return sum.copy_strided_src(data, data_layout.start_offset(), &layout);
         }
         by_dtype!(
             self,
             data,
             source,
-            |d, s, dtype| self.in_place(dtype, (&mut d[..], data_layout), ids, (&s[..], source_layout)),
+            |d, s, dtype| self.in_place(
+                dtype,
+                (&mut d[..], data_layout),
+                ids,
+                (&s[..], source_layout)
+            ),
             unreachable!("f8e4m3 sums returned above")
         )
     }
@@ -541,30 +581,13 @@ impl CustomOp2 for OntoZeros {
             scatter,
             updates,
             updates,
-            |u, _same, dtype| scatter.into_zeros(dtype, shape, ids, (&u[..], updates_layout)),
+            |u, _same, dtype| scatter.onto_zeros_typed(dtype, shape, ids, (&u[..], updates_layout)),
             {
-                let dim = scatter.candle_dim()?;
-                let shape = Shape::from(shape.as_slice());
-                let zeros = updates.device().zeros_impl(&shape, updates.dtype())?;
-                let layout = Layout::contiguous(&shape);
-                let out = match scatter.kind {
-                    Kind::IndexAdd { .. } => {
-                        zeros.index_add(&layout, indices, indices_layout, updates, updates_layout, dim)?
-                    }
-                    _ => {
-                        let mut zeros = zeros;
-                        zeros.scatter_add_set(
-                            &layout,
-                            indices,
-                            indices_layout,
-                            updates,
-                            updates_layout,
-                            dim,
-                        )?;
-                        zeros
-                    }
-                };
-                Ok((out, shape))
+                let zeros_shape = Shape::from(shape.as_slice());
+                let zeros = updates.device().zeros_impl(&zeros_shape, updates.dtype())?;
+                let layout = Layout::contiguous(&zeros_shape);
+                let out = scatter.f8_sum(&zeros, &layout, ids, (updates, updates_layout))?;
+                Ok((out, zeros_shape))
             }
         )
     }

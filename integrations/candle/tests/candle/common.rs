@@ -2,8 +2,8 @@
 //! ops under candle's index rules written from their definitions.
 
 use candle_core::{DType, Device, Tensor};
-use gather_jit_workloads::XorShift;
 use float8::F8E4M3;
+use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -38,7 +38,8 @@ pub const SCATTER_DTYPES: [DType; 10] = [
 
 /// The index dtypes candle's CPU `scatter_add` and `index_add` take (its `scatter` only the
 /// first three).
-pub const ADD_INDEX_DTYPES: [DType; 5] = [DType::U8, DType::U32, DType::I64, DType::I16, DType::I32];
+pub const ADD_INDEX_DTYPES: [DType; 5] =
+    [DType::U8, DType::U32, DType::I64, DType::I16, DType::I32];
 
 pub fn cpu() -> Device {
     Device::Cpu

@@ -392,8 +392,12 @@ fn a_failed_in_place_call_leaves_data_unchanged() {
     let ids = Tensor::new(&[1u32, 7, 0], &cpu()).expect("ids");
     ours.jit_index_add_set(&ids, &source, 0)
         .expect_err("7 is out of range");
-    ours.jit_scatter_set(&Tensor::new(&[[0u32, 9]], &cpu()).expect("ids"), &source.narrow(0, 0, 1).expect("row"), 0)
-        .expect_err("9 is out of range");
+    ours.jit_scatter_set(
+        &Tensor::new(&[[0u32, 9]], &cpu()).expect("ids"),
+        &source.narrow(0, 0, 1).expect("row"),
+        0,
+    )
+    .expect_err("9 is out of range");
     assert_eq!(bytes(&ours), bytes(&data));
 }
 
@@ -404,18 +408,34 @@ fn an_id_at_the_type_maximum_is_skipped_even_where_it_is_in_range() {
     let ids = Tensor::new(&[255u8, 3, 255, 254], &cpu()).expect("ids");
     let rows = f32_tensor(&[1., 2., 3., 4., 5., 6., 7., 8.], &[4, 2]);
     let ours = data.jit_index_add(&ids, &rows, 0).expect("index_add");
-    assert_eq!(bytes(&ours), bytes(&data.index_add(&ids, &rows, 0).expect("candle")));
-    let total = ours.sum_all().and_then(|t| t.to_scalar::<f32>()).expect("sum");
+    assert_eq!(
+        bytes(&ours),
+        bytes(&data.index_add(&ids, &rows, 0).expect("candle"))
+    );
+    let total = ours
+        .sum_all()
+        .and_then(|t| t.to_scalar::<f32>())
+        .expect("sum");
     assert_eq!(total, 3. + 4. + 7. + 8.);
 
     let ids = Tensor::new(&[[255u8, 1], [255, 0], [2, 255], [1, 1]], &cpu()).expect("ids");
     for add in [false, true] {
         let (ours, theirs) = if add {
-            (data.jit_scatter_add(&ids, &rows, 0), data.scatter_add(&ids, &rows, 0))
+            (
+                data.jit_scatter_add(&ids, &rows, 0),
+                data.scatter_add(&ids, &rows, 0),
+            )
         } else {
-            (data.jit_scatter(&ids, &rows, 0), data.scatter(&ids, &rows, 0))
+            (
+                data.jit_scatter(&ids, &rows, 0),
+                data.scatter(&ids, &rows, 0),
+            )
         };
-        assert_eq!(bytes(&ours.expect("jit")), bytes(&theirs.expect("candle")), "add {add}");
+        assert_eq!(
+            bytes(&ours.expect("jit")),
+            bytes(&theirs.expect("candle")),
+            "add {add}"
+        );
     }
 }
 
@@ -433,19 +453,33 @@ fn shapes_and_dtypes_candle_rejects_are_errors() {
     let data = f32_tensor(&[0.; 6], &[2, 3]);
     let ids = Tensor::new(&[[0u32, 1]], &cpu()).expect("ids");
     let source = f32_tensor(&[1., 2., 3.], &[1, 3]);
-    assert!(data.jit_scatter(&ids, &source, 1).is_err(), "ids and source differ");
+    assert!(
+        data.jit_scatter(&ids, &source, 1).is_err(),
+        "ids and source differ"
+    );
     let f64_source = Tensor::new(&[[1f64, 2.]], &cpu()).expect("f64");
-    assert!(data.jit_scatter_add(&ids, &f64_source, 1).is_err(), "dtypes differ");
+    assert!(
+        data.jit_scatter_add(&ids, &f64_source, 1).is_err(),
+        "dtypes differ"
+    );
     let ids = Tensor::new(&[[0u32]], &cpu()).expect("ids");
     assert!(data.jit_index_add(&ids, &source, 0).is_err(), "ids not 1-D");
     let ids = Tensor::new(&[0u32], &cpu()).expect("ids");
     let wide = f32_tensor(&[1., 2., 3., 4.], &[1, 4]);
-    assert!(data.jit_index_add(&ids, &wide, 0).is_err(), "source wider than data");
+    assert!(
+        data.jit_index_add(&ids, &wide, 0).is_err(),
+        "source wider than data"
+    );
     let floats = f32_tensor(&[0.], &[1]);
-    assert!(data.jit_index_add(&floats, &source, 0).is_err(), "float ids");
+    assert!(
+        data.jit_index_add(&floats, &source, 0).is_err(),
+        "float ids"
+    );
     let strided = data.t().expect("transpose");
     assert!(
-        strided.jit_index_add_set(&ids, &f32_tensor(&[1., 2.], &[1, 2]), 0).is_err(),
+        strided
+            .jit_index_add_set(&ids, &f32_tensor(&[1., 2.], &[1, 2]), 0)
+            .is_err(),
         "in place needs contiguous data"
     );
 }
