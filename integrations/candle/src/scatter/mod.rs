@@ -405,10 +405,13 @@ fn dtype_mismatch(name: &str, data: &CpuStorage, source: &CpuStorage) -> candle_
     ))
 }
 
-/// Dispatches on the element type of data and source (which must agree): `$call!(slice of T,
-/// gather-jit dtype)` for each, `$f8` for `f8e4m3` sums.
+/// Dispatches on the element type of data and source, which must agree: `$body` with `$d` and
+/// `$s` their elements and `$dtype` gather-jit's dtype, or `$f8` for `f8e4m3` sums.
 macro_rules! by_dtype {
-    ($self:ident, $data:expr, $source:expr, |$d:ident, $s:ident, $dtype:ident| $body:expr, $f8:expr) => {
+    (
+        $self:ident, $data:expr, $source:expr,
+        |$d:ident, $s:ident, $dtype:ident| $body:expr, $f8:expr
+    ) => {
         match ($data, $source) {
             (CpuStorage::U8($d), CpuStorage::U8($s)) => {
                 let $dtype = DType::U8;

@@ -92,7 +92,9 @@ proptest! {
         data_dims in dims(3),
         dim_seed in any::<usize>(),
         ids_dims in prop::collection::vec(0usize..5, 0..=2),
-        which in prop::sample::select(vec![Gather::IndexSelect, Gather::Take, Gather::Elements, Gather::Embedding]),
+        which in prop::sample::select(
+            vec![Gather::IndexSelect, Gather::Take, Gather::Elements, Gather::Embedding],
+        ),
         dtype in prop::sample::select(FLOATS.to_vec()),
         index_dtype in prop::sample::select(INDEX_DTYPES.to_vec()),
         mix in mix(),
@@ -101,7 +103,9 @@ proptest! {
         let mut rng = XorShift::new(seed);
         let (data_dims, dim) = match which {
             // A table: [vocabulary, hidden].
-            Gather::Embedding => (vec![data_dims[0], data_dims.get(1).copied().unwrap_or(3).max(1)], 0),
+            Gather::Embedding => {
+                (vec![data_dims[0], data_dims.get(1).copied().unwrap_or(3).max(1)], 0)
+            }
             _ => (data_dims.clone(), dim_seed % data_dims.len()),
         };
         let values = finite_tensor(dtype, &data_dims, &mut rng);
@@ -124,7 +128,9 @@ proptest! {
         take_shape.extend_from_slice(&data_dims[dim + 1..]);
         let native = gradient(&values, |t| match which {
             Gather::IndexSelect => t.index_select(&ids, dim),
-            Gather::Take => t.index_select(&ids.flatten_all()?, dim)?.reshape(take_shape.as_slice()),
+            Gather::Take => {
+                t.index_select(&ids.flatten_all()?, dim)?.reshape(take_shape.as_slice())
+            }
             Gather::Elements => t.gather(&ids, dim),
             Gather::Embedding => candle_nn::Embedding::new(t.clone(), hidden).forward(&ids),
         }, seed);
@@ -159,7 +165,10 @@ proptest! {
         ids_dims.push(depth);
         let count: usize = ids_dims.iter().product();
         let ids: Vec<i128> = (0..count)
-            .map(|flat| random_index(data_dims[batch_dims + flat % depth], DType::I64, Mix::Clean, &mut rng))
+            .map(|flat| {
+                let size = data_dims[batch_dims + flat % depth];
+                random_index(size, DType::I64, Mix::Clean, &mut rng)
+            })
             .collect();
         // Each tuple's row of data seen as `[rows, rest]`: its batch coordinates, then its own.
         let tuple_dims = &ids_dims[..ids_dims.len() - 1];
@@ -173,7 +182,8 @@ proptest! {
                     *p = rest % d;
                     rest /= d;
                 }
-                let coordinates = position[..batch_dims].iter().map(|&p| p as i128).chain(tuple.iter().copied());
+                let batch = position[..batch_dims].iter().map(|&p| p as i128);
+                let coordinates = batch.chain(tuple.iter().copied());
                 coordinates.zip(&data_dims[..width]).fold(0, |n, (v, &d)| n * d as i128 + v)
             })
             .collect();
