@@ -4,11 +4,13 @@ Run from the repository's root after the bench: python3 integrations/candle/benc
 """
 
 import json
+import os
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-CRITERION = ROOT / "target" / "criterion"
+# Where cargo put criterion's results: $CARGO_TARGET_DIR if set, as cargo does.
+CRITERION = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "criterion"
 
 # What candle runs for each case (see benches/candle.rs).
 CANDLE_WAY = {
@@ -57,6 +59,51 @@ def main():
             floor = json.load(f)["median"]["point_estimate"]
         print(f"\ncandle's custom-op floor (an op that only allocates S9's output): {show(floor)}")
     quantized()
+    scatter()
+
+
+# What candle runs for each scatter case (see benches/scatter.rs).
+SCATTER_WAY = {
+    "W2": "`index_add` [1024, 768] rows into zeros [30522, 768], Zipf ids",
+    "W3": "`scatter_add` [64, 1024] into [64, 4096] along 1",
+    "W4": "`scatter` [1024, 1024] along 0, a permutation",
+}
+
+
+def scatter():
+    """The medians of benches/scatter.rs, if it ran."""
+    if not (CRITERION / "candle-scatter-W2").exists():
+        return
+    print(
+        "\n| case | candle's op | candle | JIT op | speed-up | candle in place "
+        "| JIT in place | speed-up |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for case, way in SCATTER_WAY.items():
+        group = f"scatter-{case}"
+        try:
+            candle, jit, jit_set = (
+                median_ns(group, f) for f in ("candle", "jit", "jit-in-place")
+            )
+        except FileNotFoundError:
+            print(f"| {case} | {way} | not run | | | | | |")
+            continue
+        try:
+            candle_set = median_ns(group, "candle-in-place")
+            in_place = f"{show(candle_set)} | {show(jit_set)} | {candle_set / jit_set:.1f}x"
+        except FileNotFoundError:
+            in_place = f"none | {show(jit_set)} | {candle / jit_set:.1f}x vs out of place"
+        print(
+            f"| {case} | {way} | {show(candle)} | {show(jit)} | {candle / jit:.1f}x | {in_place} |"
+        )
+    try:
+        candle, jit = (median_ns("scatter-W2-grad", f) for f in ("candle", "jit"))
+        print(
+            f"| W2 gradient | backward of an embedding lookup of W2's ids | {show(candle)} "
+            f"| {show(jit)} | {candle / jit:.1f}x | | | |"
+        )
+    except FileNotFoundError:
+        pass
 
 
 def quantized():

@@ -16,6 +16,18 @@ pub(crate) fn as_bytes<T: WithDType>(values: &[T]) -> &[u8] {
     }
 }
 
+/// The bytes of a mutable slice of candle elements.
+pub(crate) fn as_bytes_mut<T: WithDType>(values: &mut [T]) -> &mut [u8] {
+    // SAFETY: as in `as_bytes`, and any bytes written are a valid `T`: candle's element types
+    // are plain numbers, every bit pattern of which is a value.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            values.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of_val(values),
+        )
+    }
+}
+
 /// The tensor `layout` describes within `storage`, C-contiguous: borrowed when the layout is
 /// contiguous (any start offset), packed into a new buffer otherwise (strided, transposed,
 /// broadcast views).

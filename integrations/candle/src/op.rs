@@ -12,6 +12,7 @@ use gather_jit::{
     OutputMemory, Signature,
 };
 
+use crate::JitScatter;
 use crate::error::{from_jit, msg};
 use crate::layout::contiguous;
 
@@ -191,7 +192,51 @@ impl JitGather {
                 Kind::Take { .. } | Kind::GatherNd { .. } => {}
             }
         }
-        data.apply_op2_no_bwd(indices, self)
+        if data.track_op() || indices.track_op() {
+            data.apply_op2(indices, self.clone())
+        } else {
+            data.apply_op2_no_bwd(indices, self)
+        }
+    }
+
+    /// The gradient of data: `grad` (of the output's shape) scattered back, summing, into
+    /// zeros of data's shape, through the indices as the gather resolved them.
+    fn data_grad(
+        &self,
+        data: &Tensor,
+        indices: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        if data.elem_count() == 0 {
+            // Nothing to scatter into (and candle's index_select checks no id then).
+            return data.zeros_like();
+        }
+        let (scatter, indices, grad) = match self.kind {
+            Kind::IndexSelect { dim } => {
+                (JitScatter::index_add(dim), indices.clone(), grad.clone())
+            }
+            Kind::Take { dim } => {
+                // Gather's output `data[..dim] + ids + data[dim + 1..]` folds back to
+                // index_select's: flat ids, one slice each.
+                let mut dims = data.dims().to_vec();
+                dims[dim] = indices.elem_count();
+                (
+                    JitScatter::index_add(dim),
+                    indices.flatten_all()?,
+                    grad.reshape(dims)?,
+                )
+            }
+            Kind::Gather { dim } => (JitScatter::scatter_add(dim), indices.clone(), grad.clone()),
+            Kind::GatherNd { batch_dims } => (
+                JitScatter::scatter_nd_add(batch_dims),
+                indices.clone(),
+                grad.clone(),
+            ),
+        };
+        scatter
+            .with_rules(self.rules)
+            .with_cache_of(self.cache.clone())
+            .onto_zeros(data.shape(), &indices, &grad)
     }
 
     /// The gather-jit op of a call with indices of shape `indices`.
@@ -452,6 +497,19 @@ impl CustomOp2 for JitGather {
                 other.dtype()
             ))),
         }
+    }
+
+    /// The gradient of data, by the scatter that inverts the gather: `index_add` for
+    /// `index_select` and `take`, `scatter_add` for `gather`, ScatterND with sum for
+    /// `gather_nd`, each into zeros, through gather-jit's scatter kernels; the indices have none.
+    fn bwd(
+        &self,
+        data: &Tensor,
+        indices: &Tensor,
+        _result: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
+        Ok((Some(self.data_grad(data, indices, grad)?), None))
     }
 }
 

@@ -2,6 +2,7 @@
 //! ops under candle's index rules written from their definitions.
 
 use candle_core::{DType, Device, Tensor};
+use float8::F8E4M3;
 use gather_jit_workloads::XorShift;
 use half::{bf16, f16};
 use proptest::prelude::*;
@@ -20,6 +21,25 @@ pub const DTYPES: [DType; 7] = [
 
 /// The index dtypes candle's CPU ops take.
 pub const INDEX_DTYPES: [DType; 3] = [DType::U8, DType::U32, DType::I64];
+
+/// Every dtype candle's CPU scatters take.
+pub const SCATTER_DTYPES: [DType; 10] = [
+    DType::U8,
+    DType::U32,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::F8E4M3,
+];
+
+/// The index dtypes candle's CPU `scatter_add` and `index_add` take (its `scatter` only the
+/// first three).
+pub const ADD_INDEX_DTYPES: [DType; 5] =
+    [DType::U8, DType::U32, DType::I64, DType::I16, DType::I32];
 
 pub fn cpu() -> Device {
     Device::Cpu
@@ -42,6 +62,23 @@ pub fn random_tensor(dtype: DType, dims: &[usize], rng: &mut XorShift) -> Tensor
         ),
         DType::I64 => Tensor::from_vec(
             (0..count).map(|_| next() as i64).collect::<Vec<_>>(),
+            dims,
+            &cpu(),
+        ),
+        DType::I16 => Tensor::from_vec(
+            (0..count).map(|_| next() as i16).collect::<Vec<_>>(),
+            dims,
+            &cpu(),
+        ),
+        DType::I32 => Tensor::from_vec(
+            (0..count).map(|_| next() as i32).collect::<Vec<_>>(),
+            dims,
+            &cpu(),
+        ),
+        DType::F8E4M3 => Tensor::from_vec(
+            (0..count)
+                .map(|_| F8E4M3::from_bits(next() as u8))
+                .collect::<Vec<_>>(),
             dims,
             &cpu(),
         ),
@@ -95,6 +132,24 @@ pub fn bytes(tensor: &Tensor) -> Vec<u8> {
             .iter()
             .flat_map(|v| v.to_ne_bytes())
             .collect(),
+        DType::I16 => flat
+            .to_vec1::<i16>()
+            .expect("i16")
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect(),
+        DType::I32 => flat
+            .to_vec1::<i32>()
+            .expect("i32")
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect(),
+        DType::F8E4M3 => flat
+            .to_vec1::<F8E4M3>()
+            .expect("f8e4m3")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
         DType::F16 => flat
             .to_vec1::<f16>()
             .expect("f16")
@@ -129,6 +184,8 @@ pub fn maximum(dtype: DType) -> i128 {
         DType::U8 => u8::MAX as i128,
         DType::U32 => u32::MAX as i128,
         DType::I64 => i64::MAX as i128,
+        DType::I16 => i16::MAX as i128,
+        DType::I32 => i32::MAX as i128,
         other => panic!("{other:?} is not an index dtype"),
     }
 }
@@ -148,6 +205,16 @@ pub fn index_tensor(values: &[i128], dims: &[usize], dtype: DType) -> Tensor {
         ),
         DType::I64 => Tensor::from_vec(
             values.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+            dims,
+            &cpu(),
+        ),
+        DType::I16 => Tensor::from_vec(
+            values.iter().map(|&v| v as i16).collect::<Vec<_>>(),
+            dims,
+            &cpu(),
+        ),
+        DType::I32 => Tensor::from_vec(
+            values.iter().map(|&v| v as i32).collect::<Vec<_>>(),
             dims,
             &cpu(),
         ),
@@ -183,7 +250,9 @@ pub fn random_index(size: usize, dtype: DType, mix: Mix, rng: &mut XorShift) -> 
         0..88 => in_range(rng),
         88..94 => (size + rng.below(3) as i128).min(maximum(dtype)),
         94..97 => maximum(dtype),
-        _ if dtype == DType::I64 => -(rng.below(size as u64 + 2) as i128) - 1,
+        _ if matches!(dtype, DType::I64 | DType::I32 | DType::I16) => {
+            -(rng.below(size as u64 + 2) as i128) - 1
+        }
         _ => in_range(rng),
     }
 }
@@ -297,6 +366,18 @@ pub fn index_values(indices: &Tensor) -> Vec<i128> {
         DType::I64 => flat
             .to_vec1::<i64>()
             .expect("i64")
+            .into_iter()
+            .map(i128::from)
+            .collect(),
+        DType::I16 => flat
+            .to_vec1::<i16>()
+            .expect("i16")
+            .into_iter()
+            .map(i128::from)
+            .collect(),
+        DType::I32 => flat
+            .to_vec1::<i32>()
+            .expect("i32")
             .into_iter()
             .map(i128::from)
             .collect(),
