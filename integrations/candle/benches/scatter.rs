@@ -9,7 +9,8 @@
 //!   backward pass of an embedding lookup of the same ids (candle_nn's vs the JIT's), upstream
 //!   gradient given.
 //! - W3: `scatter_add` of [64, 1024] into [64, 4096] along 1, ids with repeats.
-//! - W4: `scatter` of [1024, 1024] into [1024, 1024] along 0, each column a permutation.
+//! - W4: `scatter` of [1024, 1024] into [1024, 1024] along 0, each column an independent
+//!   permutation of the rows.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -39,19 +40,30 @@ fn random_f32(dims: &[usize], rng: &mut XorShift) -> candle_core::Result<Tensor>
     Tensor::from_vec(values, dims, &Device::Cpu)
 }
 
-/// `count` ids below `n` drawn from a Zipf law of exponent 1 (a token stream's shape: a few
-/// ids repeat often).
+/// A seeded random permutation of `0..n` (Fisher-Yates).
+fn permutation(n: usize, rng: &mut XorShift) -> Vec<usize> {
+    let mut values: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        values.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    values
+}
+
+/// `count` ids below `n` drawn from a Zipf law of exponent 1.1 (a token stream's shape: a few
+/// ids repeat often), the rank-to-id map shuffled so that frequent rows lie spread over the
+/// table, as the workloads crate draws W2's.
 fn zipf(count: usize, n: usize, rng: &mut XorShift) -> Vec<i64> {
+    let id_of_rank = permutation(n, rng);
     let mut cumulative = Vec::with_capacity(n);
     let mut total = 0f64;
     for rank in 1..=n {
-        total += 1. / rank as f64;
+        total += (rank as f64).powf(-1.1);
         cumulative.push(total);
     }
     (0..count)
         .map(|_| {
-            let u = rng.below(1 << 53) as f64 / (1u64 << 53) as f64 * total;
-            cumulative.partition_point(|&c| c < u).min(n - 1) as i64
+            let u = (rng.next_u64() >> 11) as f64 * (total / (1u64 << 53) as f64);
+            id_of_rank[cumulative.partition_point(|&c| c <= u).min(n - 1)] as i64
         })
         .collect()
 }
@@ -96,15 +108,14 @@ fn w4(rng: &mut XorShift) -> candle_core::Result<Case> {
     let cpu = Device::Cpu;
     let n = 1024;
     let data = random_f32(&[n, n], rng)?;
-    // A random permutation of the rows (Fisher-Yates), the same for every column.
-    let mut permutation: Vec<i64> = (0..n as i64).collect();
-    for i in (1..n).rev() {
-        permutation.swap(i, rng.below(i as u64 + 1) as usize);
+    // Every column an independent permutation of the rows: no element written twice, the
+    // writes of one row of updates spread over the rows.
+    let mut ids = vec![0i64; n * n];
+    for col in 0..n {
+        for (row, id) in permutation(n, rng).into_iter().enumerate() {
+            ids[row * n + col] = id as i64;
+        }
     }
-    let ids: Vec<i64> = permutation
-        .iter()
-        .flat_map(|&p| std::iter::repeat_n(p, n))
-        .collect();
     let ids = Tensor::from_vec(ids, (n, n), &cpu)?;
     let updates = random_f32(&[n, n], rng)?;
     let (native_set, jit_set) = (data.copy()?, data.copy()?);

@@ -285,6 +285,16 @@ impl JitScatter {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let data_bytes = contiguous(data.0, data.1, "data")?;
         let count = data_bytes.len() / size_of::<T>();
+        if data_bytes.len() >= SPARSE_COPY_BYTES {
+            // New zeros and data's pages copied in but those all zeros (a gradient table),
+            // then the scatter in place: the allocator's fresh zero pages the copy skips are
+            // never touched.
+            let mut output = zeroed::<T>(count)?;
+            copy_nonzero_pages(&data_bytes, as_bytes_mut(&mut output));
+            let mut dest = Dest::InPlace(as_bytes_mut(&mut output));
+            self.run(dtype, data.1.dims(), indices, updates, &mut dest)?;
+            return Ok((T::to_cpu_storage_owned(output), data.1.shape().clone()));
+        }
         let mut output: Vec<T> = Vec::new();
         output
             .try_reserve_exact(count)
@@ -346,6 +356,22 @@ impl JitScatter {
         let mut dest = Dest::InPlace(as_bytes_mut(&mut zeros));
         self.run(dtype, shape, indices, updates, &mut dest)?;
         Ok((T::to_cpu_storage_owned(zeros), Shape::from(shape)))
+    }
+}
+
+/// From this size on, an out-of-place scatter's output comes zeroed from the allocator (fresh
+/// pages, not cleared by a pass of stores) and data's all-zero pages are not copied into it.
+const SPARSE_COPY_BYTES: usize = 1 << 20;
+
+/// Copies `from` into `to`, as long and all zeros, but for the 4 KiB runs of `from` that are
+/// zeros too: their part of `to` is left untouched. Each run is read once (a branch-free OR,
+/// which vectorises), then copied from the cache if it is not zero.
+fn copy_nonzero_pages(from: &[u8], to: &mut [u8]) {
+    const RUN: usize = 4096;
+    for (from, to) in from.chunks(RUN).zip(to.chunks_mut(RUN)) {
+        if from.iter().fold(0u8, |any, &byte| any | byte) != 0 {
+            to.copy_from_slice(from);
+        }
     }
 }
 
