@@ -361,7 +361,7 @@ impl JitScatter {
 
 /// From this size on, an out-of-place scatter's output comes zeroed from the allocator (fresh
 /// pages, not cleared by a pass of stores) and data's all-zero pages are not copied into it.
-const SPARSE_COPY_BYTES: usize = 1 << 20;
+const SPARSE_COPY_BYTES: usize = 8 << 20;
 
 /// Copies `from` into `to`, as long and all zeros, but for the 4 KiB runs of `from` that are
 /// zeros too: their part of `to` is left untouched. Each run is read once (a branch-free OR,
