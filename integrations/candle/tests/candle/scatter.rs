@@ -563,9 +563,10 @@ fn scatter_add_sums_repeats_in_index_order() {
 
 #[test]
 fn large_outputs_copy_all_of_data_but_its_zero_pages() {
-    // 1.2 MB of f32, mostly zeros: a few values here and there, -0.0 among them (its bits are
-    // not zero), so that some 4 KiB runs are copied and the others left to the zeroed output.
-    let (rows, width) = (600, 512);
+    // 8.6 MB of f32 (past the sparse copy's 8 MiB), mostly zeros: a few values here and there,
+    // -0.0 among them (its bits are not zero), so that some 4 KiB runs are copied and the
+    // others left to the zeroed output.
+    let (rows, width) = (4200, 512);
     let mut values = vec![0f32; rows * width];
     let mut rng = XorShift::new(9);
     for _ in 0..40 {
