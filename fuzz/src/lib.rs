@@ -32,8 +32,8 @@
 //! Ranks reach past [`MAX_RANK`] (a structured rank byte of `0xF6` or more gives ranks
 //! 60..=69 of mostly unit dims, so GatherND index tuples up to the limit's depth run).
 //!
-//! 11. An input whose first byte is [`quantized::SELECTOR`] (`0xC0`) or more is a quantized
-//!     gather instead (`GatherBlockQuantized` or GGUF rows): [`quantized`] decodes and checks
+//! 11. An input whose first byte is [`quantized::SELECTOR`] (`0xC0`) or more (but for
+//!     item 12's) is a quantized gather instead (`GatherBlockQuantized` or GGUF rows): [`quantized`] decodes and checks
 //!     it against `interpret_quantized` the same way (validation errors, `run_bytes`, the raw
 //!     `call` misaligned and at guard pages, the typed `run` on views, wrong lengths and
 //!     types). The gathers' first bytes are below it (the kept corpus's were moved there, to

@@ -1,7 +1,8 @@
-//! Quantized cases: a fuzz input whose first byte is [`SELECTOR`] or more becomes a
-//! [`QuantizedCase`] (a `GatherBlockQuantized` or GGUF signature, its stored data, scales, zero
-//! points and indices, and how to call it), checked like the gathers: the JIT
-//! ([`QuantizedKernel`]) against `interpret_quantized`, byte for byte, errors included.
+//! Quantized cases: a fuzz input whose first byte is [`SELECTOR`] or more (but for the
+//! scatters' `0xD0..=0xEF`) becomes a [`QuantizedCase`] (a `GatherBlockQuantized` or GGUF
+//! signature, its stored data, scales, zero points and indices, and how to call it), checked
+//! like the gathers: the JIT ([`QuantizedKernel`]) against `interpret_quantized`, byte for
+//! byte, errors included.
 //!
 //! What one case checks:
 //! 1. An invalid signature: `QuantizedKernel::compile` returns exactly `validate`'s error.

@@ -680,7 +680,8 @@ impl ScatterCase {
                 if output != before {
                     let at = output.iter().zip(before).position(|(x, y)| x != y);
                     panic!(
-                        "{path}: a call that failed ({a}) wrote byte {at:?} (lengths {} and {})\n{}",
+                        "{path}: a call that failed ({a}) wrote byte {at:?} (lengths {} and \
+                         {})\n{}",
                         output.len(),
                         before.len(),
                         self.replay()
