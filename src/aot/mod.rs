@@ -85,6 +85,8 @@ pub struct AotKernel {
     machine_code: Vec<u8>,
     relocations: Vec<Relocation>,
     clif: String,
+    // Read only through `plan()`, which the `unstable` feature exposes.
+    #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
     plan: Option<Plan>,
 }
 
