@@ -46,7 +46,12 @@ fn indexed_size(op: ScatterOp, data: &[usize], indices: &[usize], n: usize) -> u
 type Shapes = (ScatterOp, Vec<usize>, Vec<usize>, Vec<usize>);
 
 fn shapes() -> impl Strategy<Value = Shapes> {
-    prop_oneof![nd_shapes(), elements_shapes(), update_shapes()]
+    prop_oneof![
+        nd_shapes(),
+        elements_shapes(),
+        wide_elements_shapes(),
+        update_shapes()
+    ]
 }
 
 fn nd_shapes() -> impl Strategy<Value = Shapes> {
@@ -85,6 +90,31 @@ fn elements_shapes() -> impl Strategy<Value = Shapes> {
             };
             let updates = indices.clone();
             (ScatterOp::Elements { axis }, data, indices, updates)
+        })
+}
+
+/// ScatterElements along an axis before a last dim of up to 70: wider than a cache line of
+/// every dtype, so the kernel writes in column blocks, a partial one last.
+fn wide_elements_shapes() -> impl Strategy<Value = Shapes> {
+    (
+        dims(1..=2, 3),
+        0..=70usize,
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(lead, width, axis, along)| {
+            let data = [&lead[..], &[width]].concat();
+            let axis = axis.index(lead.len());
+            let mut indices = data.clone();
+            indices[axis] = along.index(4);
+            indices[data.len() - 1] = width.saturating_sub(along.index(3));
+            let updates = indices.clone();
+            (
+                ScatterOp::Elements { axis: axis as i64 },
+                data,
+                indices,
+                updates,
+            )
         })
 }
 
@@ -149,11 +179,23 @@ pub fn any_problem() -> impl Strategy<Value = Problem> {
                 let data_bytes = bytes(&data);
                 let updates_bytes = bytes(&updates);
                 let count: usize = indices.iter().product();
+                // One problem in four draws indices that may be out of range; the others keep
+                // every index valid (negative ones only where the flavor wraps), so that
+                // problems with many indices still reach the writes.
+                let may_be_bad = rng.below(4) == 0;
+                let wraps = signature.negative == NegativeIndices::Wrap;
                 let indices_values = (0..count)
                     .map(|n| {
                         let s = indexed_size(op, &data, &indices, n) as i64;
-                        // In [-s - 1, s]: the ends are out of range (and -s - 1 fits i8 for s <= 3).
-                        rng.below((2 * s + 2) as u64) as i64 - s - 1
+                        if may_be_bad {
+                            // In [-s - 1, s]: the ends are out of range (and -s - 1 fits i8
+                            // for s <= 3).
+                            rng.below((2 * s + 2) as u64) as i64 - s - 1
+                        } else if wraps {
+                            rng.below((2 * s).max(1) as u64) as i64 - s
+                        } else {
+                            rng.below(s.max(1) as u64) as i64
+                        }
                     })
                     .collect();
                 Problem {

@@ -63,8 +63,9 @@ pub(crate) fn for_indices(
     b.seal_block(exit);
 }
 
-/// `value * k` for a constant `k`, without an instruction where `k` is 0 or 1 (the lowerings
-/// run without Cranelift's optimiser, which would fold them).
+/// `value * k` for a constant `k`, without an instruction where `k` is 0 or 1 and as a shift
+/// where `k` is a power of two, which x86-64 folds into an address (the lowerings run without
+/// Cranelift's optimiser, which would do both).
 pub(crate) fn mul_const(b: &mut FunctionBuilder, value: Value, k: i64) -> Value {
     match k {
         0 => {
@@ -72,7 +73,29 @@ pub(crate) fn mul_const(b: &mut FunctionBuilder, value: Value, k: i64) -> Value 
             b.ins().iconst(ty, 0)
         }
         1 => value,
+        _ if k > 0 && k.count_ones() == 1 => b.ins().ishl_imm_s(value, k.trailing_zeros() as i64),
         _ => b.ins().imul_imm_s(value, k),
+    }
+}
+
+/// `0..extent` in groups of `width`: `body(start, count)` once per full group, in a loop
+/// (`start` = the group's first position), then once for the `extent % width` left over
+/// (`start` a constant), so that `body` can unroll its `count` positions.
+pub(crate) fn for_groups(
+    b: &mut FunctionBuilder,
+    extent: usize,
+    width: usize,
+    mut body: impl FnMut(&mut FunctionBuilder, Value, usize),
+) {
+    debug_assert!(width > 0, "groups of nothing");
+    for_range(b, extent / width, |b, group| {
+        let start = mul_const(b, group, width as i64);
+        body(b, start, width);
+    });
+    let rest = extent % width;
+    if rest > 0 {
+        let start = b.ins().iconst(I64, (extent - rest) as i64);
+        body(b, start, rest);
     }
 }
 

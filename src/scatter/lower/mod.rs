@@ -23,9 +23,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
 use super::{Reduction, ResolvedScatter, ScatterLayout};
 use crate::codegen::chunks;
-use crate::codegen::loops::{add_const, for_range, mul_const};
+use crate::codegen::loops::{add_const, for_groups, for_range, mul_const};
 use crate::codegen::policy;
-use crate::types::{IndexPolicy, OutOfRange};
+use crate::types::{IndexPolicy, NegativeIndices, OutOfRange};
 
 mod combine;
 
@@ -90,7 +90,7 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
             layout.index_count()
         ),
         ResolvedScatter::Elements { axis } => format!(
-            "for each of {} index(es), along data axis {axis}",
+            "for each of {} index(es), along data axis {axis} ({ELEMENTS_UNROLL} a loop trip)",
             layout.index_count()
         ),
         ResolvedScatter::Update { axis } => format!(
@@ -134,13 +134,18 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
     } else {
         ""
     };
+    let scan = match layout.op() {
+        ResolvedScatter::Nd { .. } => "",
+        // `Lowering::any_bad_index`.
+        _ => " (one scan without branches, then the first bad one looked up if there is one)",
+    };
     format!(
-        "pass 1: check the {} index(es) in row-major order (negative={}); a bad one fails the \
-         call before anything is written{duplicates}\n\
+        "pass 1: check the {} index(es) in row-major order (negative={}){scan}; a bad one fails \
+         the call before anything is written{duplicates}\n\
          pass 2: {init}{order}, in index order:\n  write {slice} element(s) ({bytes} bytes): \
          {how}{mean}\n\
          a parallel call splits data into ranges of whole slices: each part runs pass 2 and \
-         writes its own range only",
+         writes its own range only (a call over all of data tests no ranges)",
         layout.indices_len(),
         match sig.negative {
             crate::types::NegativeIndices::Wrap => "wrap",
@@ -202,14 +207,28 @@ pub(crate) fn lower(
     // ScatterUpdate under `2^59` positions before its axis) would leave outer loops that
     // walk up to `2^62` iterations for nothing.
     if layout.updates_len() > 0 {
-        if !sig.use_init_val && sig.reduction != Reduction::None {
-            lowering.each_write(&mut b, |l, b, target, _| l.write_neutral(b, target));
+        // A call that writes all of data (every sequential one) runs a copy of pass 2 without
+        // the range test on each write.
+        let everything = b.create_block();
+        let part = b.create_block();
+        let from_start = b.ins().icmp_imm_s(IntCC::Equal, lowering.lo, 0);
+        let to_end = b
+            .ins()
+            .icmp_imm_s(IntCC::Equal, width, layout.data_len() as i64);
+        let whole = b.ins().band(from_start, to_end);
+        b.ins().brif(whole, everything, &[], part, &[]);
+        for (block, guarded) in [(everything, false), (part, true)] {
+            b.switch_to_block(block);
+            b.seal_block(block);
+            if !sig.use_init_val && sig.reduction != Reduction::None {
+                lowering.each_write(&mut b, guarded, |l, b, write| l.write_neutral(b, write));
+            }
+            lowering.each_write(&mut b, guarded, |l, b, write| l.write_slice(b, write));
+            b.ins().jump(done, &[]);
         }
-        lowering.each_write(&mut b, |l, b, target, update| {
-            l.write_slice(b, target, update);
-        });
+    } else {
+        b.ins().jump(done, &[]);
     }
-    b.ins().jump(done, &[]);
 
     b.switch_to_block(done);
     b.seal_block(done);
@@ -224,6 +243,19 @@ pub(crate) fn lower(
     b.ins().return_(&[failed]);
     b.finalize(config);
 }
+
+/// One write: the slice at data element `target + target_extra` (`dest`, an address) from
+/// the updates at `source`.
+struct Write {
+    target: Value,
+    target_extra: i64,
+    dest: Value,
+    source: Value,
+}
+
+/// ScatterElements' writes per trip of the loop over the last dim of indices: chosen with
+/// `benches/scatter.rs` (W3).
+const ELEMENTS_UNROLL: usize = 4;
 
 struct Lowering<'a> {
     layout: &'a ScatterLayout,
@@ -248,8 +280,69 @@ impl Lowering<'_> {
     }
 
     /// Pass 1: every index in row-major order against its dimension; the first bad one jumps
-    /// to `reject` with its element position.
+    /// to `reject` with its element position. Indices into one dimension (ScatterElements,
+    /// ScatterUpdate) are first scanned without a branch per index ([`Self::any_bad_index`]);
+    /// only when that finds a bad one does the scan below look for the first.
     fn check_indices(&self, b: &mut FunctionBuilder, reject: Block) {
+        if let ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } =
+            self.layout.op()
+        {
+            let bad = self.any_bad_index(b, self.layout.signature().data_shape[axis]);
+            let find_first = b.create_block();
+            let checked = b.create_block();
+            b.ins().brif(bad, find_first, &[], checked, &[]);
+            b.switch_to_block(find_first);
+            b.seal_block(find_first);
+            self.first_bad_index(b, reject);
+            b.ins().jump(checked, &[]);
+            b.switch_to_block(checked);
+            b.seal_block(checked);
+            return;
+        }
+        self.first_bad_index(b, reject);
+    }
+
+    /// Whether any of the indices (all into one dimension of `dim`) is out of range: the
+    /// largest of the keys `index + dim` (under wrap, valid in `0..2 dim`) or `index` (valid in
+    /// `0..dim`), as unsigned numbers, against that bound. Four indices a trip, no branches.
+    fn any_bad_index(&self, b: &mut FunctionBuilder, dim: usize) -> Value {
+        let index_type = self.layout.signature().index_type;
+        let size = index_type.size();
+        let wraps = index_type.is_signed() && self.policy().negative == NegativeIndices::Wrap;
+        let largest = b.declare_var(I64);
+        let zero = b.ins().iconst(I64, 0);
+        b.def_var(largest, zero);
+        for_groups(b, self.layout.indices_len(), 4, |b, start, count| {
+            let offset = mul_const(b, start, size as i64);
+            let at = b.ins().iadd(self.indices, offset);
+            let mut keys = Vec::with_capacity(count);
+            for k in 0..count {
+                let value = policy::load_index(b, index_type, flags(), at, (k * size) as i32);
+                keys.push(if wraps {
+                    b.ins().iadd_imm_s(value, dim as i64)
+                } else {
+                    value
+                });
+            }
+            let mut most = b.use_var(largest);
+            for key in keys {
+                most = b.ins().umax(most, key);
+            }
+            b.def_var(largest, most);
+        });
+        let most = b.use_var(largest);
+        // `2 dim` fits in a u64: dims are bounded by isize::MAX.
+        let bound = if wraps {
+            (dim as u64).wrapping_mul(2)
+        } else {
+            dim as u64
+        };
+        b.ins()
+            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, most, bound as i64)
+    }
+
+    /// Every index in row-major order; the first out of range jumps to `reject`.
+    fn first_bad_index(&self, b: &mut FunctionBuilder, reject: Block) {
         let sig = self.layout.signature();
         let index_type = sig.index_type;
         let size = index_type.size();
@@ -289,19 +382,25 @@ impl Lowering<'_> {
         policy::wrap_negative(b, index_type, self.policy(), value, dim as i64)
     }
 
-    /// Calls `body(target, update)` for every write in index order, with the element offsets
-    /// of the slice in data and in updates, skipping the writes outside `lo..hi`.
+    /// Calls `body` for every write in index order, skipping the writes outside `lo..hi` when
+    /// `guarded`.
     fn each_write(
         &self,
         b: &mut FunctionBuilder,
-        mut body: impl FnMut(&Self, &mut FunctionBuilder, Value, Value),
+        guarded: bool,
+        mut body: impl FnMut(&Self, &mut FunctionBuilder, &Write),
     ) {
         let sig = self.layout.signature();
         let data = &sig.data_shape;
         let size = sig.index_type.size();
         let slice = self.layout.slice_len();
-        let mut guarded = |b: &mut FunctionBuilder, target: Value, update: Value| {
+        let mut write = |b: &mut FunctionBuilder, write: Write| {
+            if !guarded {
+                body(self, b, &write);
+                return;
+            }
             // `lo <= target < lo + width` in one unsigned compare.
+            let target = add_const(b, write.target, write.target_extra);
             let from_lo = b.ins().isub(target, self.lo);
             let inside = b.ins().icmp(IntCC::UnsignedLessThan, from_lo, self.width);
             let then = b.create_block();
@@ -309,7 +408,7 @@ impl Lowering<'_> {
             b.ins().brif(inside, then, &[], next, &[]);
             b.switch_to_block(then);
             b.seal_block(then);
-            body(self, b, target, update);
+            body(self, b, &write);
             b.ins().jump(next, &[]);
             b.switch_to_block(next);
             b.seal_block(next);
@@ -330,7 +429,8 @@ impl Lowering<'_> {
                         target = b.ins().iadd(target, scaled);
                     }
                     let update = mul_const(b, t, slice as i64);
-                    guarded(b, target, update);
+                    let w = self.write_at(b, target, 0, update, 0);
+                    write(b, w);
                 });
             }
             ResolvedScatter::Update { axis } => {
@@ -346,45 +446,96 @@ impl Lowering<'_> {
                         let target = b.ins().iadd(base, scaled);
                         let update = mul_const(b, i, slice as i64);
                         let update = b.ins().iadd(first_update, update);
-                        guarded(b, target, update);
+                        let w = self.write_at(b, target, 0, update, 0);
+                        write(b, w);
                     });
                 });
             }
             ResolvedScatter::Elements { axis } => {
-                // One loop per dim of indices (= updates); data's element strides for the
-                // coordinates, the one along `axis` replaced by the index.
+                // One loop per dim of indices (= updates) but the last, whose positions go in
+                // unrolled groups; data's element strides for the coordinates, the one along
+                // `axis` replaced by the index.
                 let shape = &sig.indices_shape;
-                let rank = shape.len();
+                let last = shape.len() - 1;
                 let data_strides: Vec<usize> =
-                    (0..rank).map(|d| data[d + 1..].iter().product()).collect();
-                let flat_strides: Vec<usize> =
-                    (0..rank).map(|d| shape[d + 1..].iter().product()).collect();
+                    (0..=last).map(|d| data[d + 1..].iter().product()).collect();
+                let flat_strides: Vec<usize> = (0..=last)
+                    .map(|d| shape[d + 1..].iter().product())
+                    .collect();
+                // The parts of a parallel call, which test every write's range, go one at a
+                // time: less code to compile.
+                let unroll = if guarded { 1 } else { ELEMENTS_UNROLL };
                 let zero = b.ins().iconst(I64, 0);
-                nest(
-                    b,
-                    shape,
-                    0,
-                    (zero, zero),
-                    &mut |b, d, iv, (target, flat)| {
-                        let target = if d == axis {
-                            target
-                        } else {
-                            let step = mul_const(b, iv, data_strides[d] as i64);
-                            b.ins().iadd(target, step)
-                        };
-                        let step = mul_const(b, iv, flat_strides[d] as i64);
-                        (target, b.ins().iadd(flat, step))
-                    },
-                    &mut |b, (target, flat)| {
-                        let offset = mul_const(b, flat, size as i64);
-                        let at = b.ins().iadd(self.indices, offset);
-                        let index = self.resolved_index(b, at, 0, data[axis]);
+                let mut step = |b: &mut FunctionBuilder, d: usize, iv: Value, (target, flat)| {
+                    let target = if d == axis {
+                        target
+                    } else {
+                        let step = mul_const(b, iv, data_strides[d] as i64);
+                        b.ins().iadd(target, step)
+                    };
+                    let step = mul_const(b, iv, flat_strides[d] as i64);
+                    (target, b.ins().iadd(flat, step))
+                };
+                // The positions `column..column + count` of the last dim, at the other
+                // coordinates' `(target, flat)`.
+                let mut group = |b: &mut FunctionBuilder,
+                                 (target, flat): State,
+                                 column: Value,
+                                 count: usize| {
+                    let flat = b.ins().iadd(flat, column);
+                    let offset = mul_const(b, flat, size as i64);
+                    let at = b.ins().iadd(self.indices, offset);
+                    let along_last = axis == last;
+                    let target = if along_last {
+                        target
+                    } else {
+                        b.ins().iadd(target, column)
+                    };
+                    for k in 0..count {
+                        let index = self.resolved_index(b, at, (k * size) as i32, data[axis]);
                         let scaled = mul_const(b, index, data_strides[axis] as i64);
                         let target = b.ins().iadd(target, scaled);
-                        guarded(b, target, flat);
+                        let extra = if along_last { 0 } else { k as i64 };
+                        let w = self.write_at(b, target, extra, flat, k as i64);
+                        write(b, w);
+                    }
+                };
+                nest(
+                    b,
+                    &shape[..last],
+                    0,
+                    (zero, zero),
+                    &mut step,
+                    &mut |b, state| {
+                        for_groups(b, shape[last], unroll, |b, column, count| {
+                            group(b, state, column, count)
+                        });
                     },
                 );
             }
+        }
+    }
+
+    /// The write of the slice at element `target + target_extra` of data from element `update
+    /// + update_extra` of updates, its addresses computed.
+    fn write_at(
+        &self,
+        b: &mut FunctionBuilder,
+        target: Value,
+        target_extra: i64,
+        update: Value,
+        update_extra: i64,
+    ) -> Write {
+        let size = self.layout.signature().dtype.size() as i64;
+        let dest = self.element_address(b, self.output, target);
+        let dest = add_const(b, dest, target_extra * size);
+        let source = self.element_address(b, self.updates, update);
+        let source = add_const(b, source, update_extra * size);
+        Write {
+            target,
+            target_extra,
+            dest,
+            source,
         }
     }
 
@@ -400,13 +551,12 @@ impl Lowering<'_> {
         b.ins().iadd(base, bytes)
     }
 
-    /// Writes one slice of updates (element `update` on) into data's elements from `target`.
-    fn write_slice(&self, b: &mut FunctionBuilder, target: Value, update: Value) {
+    /// Writes one slice of updates into data.
+    fn write_slice(&self, b: &mut FunctionBuilder, write: &Write) {
         let sig = self.layout.signature();
         let element = sig.dtype.size() as u64;
         let bytes = self.layout.slice_len() as u64 * element;
-        let dest = self.element_address(b, self.output, target);
-        let source = self.element_address(b, self.updates, update);
+        let (dest, source) = (write.dest, write.source);
         if sig.reduction == Reduction::None {
             if bytes > INLINE_COPY_BYTES {
                 let size = b.ins().iconst(self.pointer, bytes as i64);
@@ -421,6 +571,7 @@ impl Lowering<'_> {
         }
         self.arithmetic.combine_slice(b, dest, source, bytes);
         if sig.reduction == Reduction::Mean {
+            let target = add_const(b, write.target, write.target_extra);
             let counts = self.element_address_u64(b, self.counts, target);
             for_range(b, self.layout.slice_len(), |b, e| {
                 let at = mul_const(b, e, 8);
@@ -433,11 +584,10 @@ impl Lowering<'_> {
         }
     }
 
-    /// Writes the reduction's neutral value into the slice of data's elements from `target`.
-    fn write_neutral(&self, b: &mut FunctionBuilder, target: Value) {
-        let dest = self.element_address(b, self.output, target);
+    /// Writes the reduction's neutral value into the slice a write lands on.
+    fn write_neutral(&self, b: &mut FunctionBuilder, write: &Write) {
         self.arithmetic
-            .fill_neutral(b, dest, self.layout.slice_len() as u64);
+            .fill_neutral(b, write.dest, self.layout.slice_len() as u64);
     }
 
     /// The address of `u64` number `element` of `base`.
