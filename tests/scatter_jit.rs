@@ -376,3 +376,72 @@ fn the_cache_compiles_a_scatter_once() {
     assert_eq!(other, Reduction::Sum);
     assert_eq!(cache.stats().entries, 2);
 }
+
+/// The branch-free scan of pass 1 (two vectors of i64 or i32 indices a trip, the rest one at a
+/// time) at its bounds, for every index type: each edge value (in range or just out, and for
+/// unsigned types the values that are negative as signed ones) at every position of 1 to 19
+/// indices, wrapping or not. The interpreter decides the result or the error, and the call
+/// with every other index 0 must agree with it bit for bit.
+#[test]
+fn the_index_scan_finds_every_edge_at_every_position() {
+    let dim: i128 = 5;
+    let mut checked = 0;
+    for index_type in IndexType::ALL {
+        let (min, max) = match index_type {
+            IndexType::I8 => (i128::from(i8::MIN), i128::from(i8::MAX)),
+            IndexType::U8 => (0, i128::from(u8::MAX)),
+            IndexType::I16 => (i128::from(i16::MIN), i128::from(i16::MAX)),
+            IndexType::U16 => (0, i128::from(u16::MAX)),
+            IndexType::I32 => (i128::from(i32::MIN), i128::from(i32::MAX)),
+            IndexType::U32 => (0, i128::from(u32::MAX)),
+            IndexType::I64 => (i128::from(i64::MIN), i128::from(i64::MAX)),
+            IndexType::U64 => (0, i128::from(u64::MAX)),
+        };
+        let edges: Vec<i128> = [
+            -dim - 1,
+            -dim,
+            -1,
+            dim - 1,
+            dim,
+            1 << 31,
+            (1 << 32) - 1,
+            1 << 63,
+            min,
+            max,
+        ]
+        .into_iter()
+        .filter(|v| (min..=max).contains(v))
+        .collect();
+        for negative in [NegativeIndices::Wrap, NegativeIndices::Invalid] {
+            for len in [1usize, 4, 7, 8, 9, 16, 19] {
+                let signature = ScatterSignature::scatter_elements(&[5], &[len], &[len], 0)
+                    .with_index_type(index_type)
+                    .with_negative(negative)
+                    .with_reduction(Reduction::Sum);
+                let kernel = ScatterKernel::compile(&signature).expect("compiles");
+                let layout = signature.validate().expect("valid");
+                let data = f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0]);
+                let updates = f32_bytes(&(0..len).map(|n| 10.0 * n as f32).collect::<Vec<_>>());
+                for &edge in &edges {
+                    for at in 0..len {
+                        let mut indices = Vec::new();
+                        for n in 0..len {
+                            let value = if n == at { edge } else { 0 };
+                            assert!(index_type.try_encode(value, &mut indices));
+                        }
+                        let expected = interpret_scatter(&layout, &data, &indices, &updates)
+                            .map_err(|e| e.to_string());
+                        let mut output = vec![0u8; data.len()];
+                        let got = kernel
+                            .run_bytes(&data, &indices, &updates, &mut output)
+                            .map(|()| output)
+                            .map_err(|e| e.to_string());
+                        assert_eq!(got, expected, "{signature}: {edge} at {at} of {len}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}

@@ -24,7 +24,9 @@ use super::parallel::PARALLEL_MIN_BYTES;
 use crate::codegen::driver::{self, Code, EntryPoint};
 use crate::error::{Error, Result};
 use crate::pool;
-use crate::scatter::lower::{self, MODE_CHECK, MODE_WRITE};
+use crate::scatter::lower::{
+    self, MODE_CHECK, MODE_NO_NEGATIVE, MODE_WRITE, STATUS_BAD_INDEX, STATUS_OK,
+};
 use crate::scatter::{
     Reduction, ScatterLayout, ScatterSignature, check_no_duplicates, finish_means, index_error,
 };
@@ -335,9 +337,14 @@ impl ScatterKernel {
                 &mut bad,
             )
         };
-        if status != 0 {
+        if status == STATUS_BAD_INDEX {
             return Err(index_error(&self.layout, all_indices, bad as usize));
         }
+        let write_mode = if status == STATUS_OK {
+            MODE_WRITE | MODE_NO_NEGATIVE
+        } else {
+            MODE_WRITE
+        };
         check_no_duplicates(&self.layout, all_indices)?;
         let data_len = self.layout.data_len();
         let mean = self.signature().reduction == Reduction::Mean;
@@ -387,7 +394,8 @@ impl ScatterKernel {
                 }
             }
             let mut bad = 0u64;
-            // SAFETY: every index is in range (checked above); mode `MODE_WRITE` reads indices
+            // SAFETY: every index is in range (checked above), and `MODE_NO_NEGATIVE` is set
+            // only if that check said no index is negative; mode `MODE_WRITE` reads indices
             // and updates within their lengths and writes only output elements (and, under
             // `mean`, counts) in `lo..hi`, which no other part writes.
             unsafe {
@@ -398,7 +406,7 @@ impl ScatterKernel {
                     counts as *mut u64,
                     lo as u64,
                     hi as u64,
-                    MODE_WRITE,
+                    write_mode,
                     &mut bad,
                 );
             }

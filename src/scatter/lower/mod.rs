@@ -3,8 +3,9 @@
 //! The kernel has the C signature of [`kernel_signature`]:
 //! `(indices, updates, output, counts, lo, hi, mode, bad_index) -> status`. `output` already
 //! holds data (the caller copied it, or it is data itself: in place). Mode bit 0 checks every
-//! index, in row-major order of `indices`, before anything is written: status 1 stores the
-//! first bad index's element position to `*bad_index`. Mode bit 1 then applies the updates in
+//! index, in row-major order of `indices`, before anything is written: [`STATUS_BAD_INDEX`]
+//! stores the first bad index's element position to `*bad_index`, [`STATUS_NEGATIVE`] says a
+//! ScatterElements or ScatterUpdate index is negative. Mode bit 1 then applies the updates in
 //! index order, writing only the data elements in `lo..hi` (element offsets, on slice
 //! boundaries), so that parts of a parallel call, each given its own range, write disjoint
 //! elements, each in the sequential order. Under `mean`, `counts` (one `u64` per data
@@ -14,7 +15,7 @@
 //! `combine.rs` holds the arithmetic of one update, element by element or 16 bytes at a time.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::types::{I8, I32, I32X4, I64, I64X2};
 use cranelift_codegen::ir::{
     AbiParam, Block, BlockArg, Function, InstBuilder, MemFlagsData, Signature, Type, Value,
 };
@@ -25,7 +26,7 @@ use super::{Reduction, ResolvedScatter, ScatterLayout};
 use crate::codegen::chunks;
 use crate::codegen::loops::{add_const, for_groups, for_range, mul_const};
 use crate::codegen::policy;
-use crate::types::{IndexPolicy, NegativeIndices, OutOfRange};
+use crate::types::{IndexPolicy, IndexType, NegativeIndices, OutOfRange};
 
 mod combine;
 
@@ -35,6 +36,18 @@ pub(crate) use combine::Arithmetic;
 pub(crate) const MODE_CHECK: u64 = 1;
 /// Mode bit: apply the updates.
 pub(crate) const MODE_WRITE: u64 = 2;
+/// Mode bit: pass 1 returned [`STATUS_OK`], not [`STATUS_NEGATIVE`]: a write over all of data
+/// may skip wrapping the indices. Passing it after any other status is undefined behaviour.
+pub(crate) const MODE_NO_NEGATIVE: u64 = 4;
+
+/// Status: every index is in range (and, for ScatterElements and ScatterUpdate, none is a
+/// negative one that wraps).
+pub(crate) const STATUS_OK: u32 = 0;
+/// Status: an index is out of range; `*bad_index` holds its element position.
+pub(crate) const STATUS_BAD_INDEX: u32 = 1;
+/// Status: every index is in range, and a ScatterElements' or ScatterUpdate's includes a
+/// negative one that wraps.
+pub(crate) const STATUS_NEGATIVE: u32 = 2;
 
 /// Slices of up to this many bytes are copied (reduction none) with inline moves, larger ones
 /// with `memcpy`, as the gathers copy theirs (`crate::codegen::lower::UNROLL_LIMIT_BYTES`).
@@ -136,7 +149,7 @@ pub(crate) fn write_text(layout: &ScatterLayout) -> String {
     };
     let scan = match layout.op() {
         ResolvedScatter::Nd { .. } => "",
-        // `Lowering::any_bad_index`.
+        // `Lowering::scan_indices`.
         _ => " (one scan without branches, then the first bad one looked up if there is one)",
     };
     format!(
@@ -187,11 +200,23 @@ pub(crate) fn lower(
     let check = b.create_block();
     let write = b.create_block();
     let done = b.create_block();
+    // ScatterElements and ScatterUpdate whose indices may wrap: pass 1 returns
+    // `STATUS_NEGATIVE` if it saw a negative index, and the caller passes
+    // `MODE_NO_NEGATIVE` to pass 2 if it did not.
+    let wrapping_one_dim = lowering.wraps() && !matches!(layout.op(), ResolvedScatter::Nd { .. });
+    let status = b.declare_var(I32);
+    let ok = b.ins().iconst(I32, i64::from(STATUS_OK));
+    b.def_var(status, ok);
     let checks = b.ins().band_imm_s(mode, MODE_CHECK as i64);
     b.ins().brif(checks, check, &[], write, &[]);
     b.switch_to_block(check);
     b.seal_block(check);
-    lowering.check_indices(&mut b, reject);
+    let any_negative = lowering.check_indices(&mut b, reject);
+    if let (Some(any_negative), true) = (any_negative, wrapping_one_dim) {
+        let flag = b.ins().uextend(I32, any_negative);
+        let negative = b.ins().imul_imm_s(flag, i64::from(STATUS_NEGATIVE));
+        b.def_var(status, negative);
+    }
     b.ins().jump(write, &[]);
 
     b.switch_to_block(write);
@@ -215,7 +240,13 @@ pub(crate) fn lower(
         let to_end = b
             .ins()
             .icmp_imm_s(IntCC::Equal, width, layout.data_len() as i64);
-        let whole = b.ins().band(from_start, to_end);
+        let mut whole = b.ins().band(from_start, to_end);
+        if wrapping_one_dim {
+            // That copy of pass 2 does not wrap indices either.
+            let bit = b.ins().band_imm_s(mode, MODE_NO_NEGATIVE as i64);
+            let no_negative = b.ins().icmp_imm_s(IntCC::NotEqual, bit, 0);
+            whole = b.ins().band(whole, no_negative);
+        }
         b.ins().brif(whole, everything, &[], part, &[]);
         for (block, guarded) in [(everything, false), (part, true)] {
             b.switch_to_block(block);
@@ -232,16 +263,34 @@ pub(crate) fn lower(
 
     b.switch_to_block(done);
     b.seal_block(done);
-    let ok = b.ins().iconst(I32, 0);
-    b.ins().return_(&[ok]);
+    let status = b.use_var(status);
+    b.ins().return_(&[status]);
 
     b.switch_to_block(reject);
     b.seal_block(reject);
     let position = b.block_params(reject)[0];
     b.ins().store(flags(), position, params[7], 0);
-    let failed = b.ins().iconst(I32, 1);
+    let failed = b.ins().iconst(I32, i64::from(STATUS_BAD_INDEX));
     b.ins().return_(&[failed]);
     b.finalize(config);
+}
+
+/// What [`Lowering::scan_indices`] found, as `i8` flags.
+struct Scan {
+    any_bad: Value,
+    any_negative: Value,
+}
+
+/// `value` as a constant of the integer type `ty` (its bits masked to the width: Cranelift's
+/// constants of narrow types hold them zero-extended).
+fn lane_const(b: &mut FunctionBuilder, ty: Type, value: i64) -> Value {
+    let bits = ty.bits();
+    let masked = if bits >= 64 {
+        value
+    } else {
+        value & ((1i64 << bits) - 1)
+    };
+    b.ins().iconst(ty, masked)
 }
 
 /// One write: the slice at data element `target + target_extra` (`dest`, an address) from
@@ -281,64 +330,128 @@ impl Lowering<'_> {
 
     /// Pass 1: every index in row-major order against its dimension; the first bad one jumps
     /// to `reject` with its element position. Indices into one dimension (ScatterElements,
-    /// ScatterUpdate) are first scanned without a branch per index ([`Self::any_bad_index`]);
-    /// only when that finds a bad one does the scan below look for the first.
-    fn check_indices(&self, b: &mut FunctionBuilder, reject: Block) {
+    /// ScatterUpdate) are first scanned without a branch per index ([`Self::scan_indices`]);
+    /// only when that finds a bad one does the scan below look for the first. Returns, for
+    /// those, whether any index is negative.
+    fn check_indices(&self, b: &mut FunctionBuilder, reject: Block) -> Option<Value> {
         if let ResolvedScatter::Elements { axis } | ResolvedScatter::Update { axis } =
             self.layout.op()
         {
-            let bad = self.any_bad_index(b, self.layout.signature().data_shape[axis]);
+            let scan = self.scan_indices(b, self.layout.signature().data_shape[axis]);
             let find_first = b.create_block();
             let checked = b.create_block();
-            b.ins().brif(bad, find_first, &[], checked, &[]);
+            b.ins().brif(scan.any_bad, find_first, &[], checked, &[]);
             b.switch_to_block(find_first);
             b.seal_block(find_first);
             self.first_bad_index(b, reject);
             b.ins().jump(checked, &[]);
             b.switch_to_block(checked);
             b.seal_block(checked);
-            return;
+            return Some(scan.any_negative);
         }
         self.first_bad_index(b, reject);
+        None
     }
 
-    /// Whether any of the indices (all into one dimension of `dim`) is out of range: the
-    /// largest of the keys `index + dim` (under wrap, valid in `0..2 dim`) or `index` (valid in
-    /// `0..dim`), as unsigned numbers, against that bound. Four indices a trip, no branches.
-    fn any_bad_index(&self, b: &mut FunctionBuilder, dim: usize) -> Value {
+    /// Whether any of the indices (all into one dimension of `dim`) is out of range, and
+    /// whether any is negative, with no branch per index: `index > dim - 1` or `lowest >
+    /// index` (`lowest` is `-dim` where negative indices wrap, else 0, which also rejects
+    /// unsigned indices of 2^63 or more), OR-ed over all of them; i64 and i32 indices two
+    /// vectors a trip.
+    fn scan_indices(&self, b: &mut FunctionBuilder, dim: usize) -> Scan {
         let index_type = self.layout.signature().index_type;
         let size = index_type.size();
-        let wraps = index_type.is_signed() && self.policy().negative == NegativeIndices::Wrap;
-        let largest = b.declare_var(I64);
-        let zero = b.ins().iconst(I64, 0);
-        b.def_var(largest, zero);
-        for_groups(b, self.layout.indices_len(), 4, |b, start, count| {
+        let wraps = self.wraps();
+        let dim = dim as i64;
+        let lowest = if wraps { -dim } else { 0 };
+        // Lanes of the index type, where the bounds fit them.
+        let lanes = match index_type {
+            IndexType::I64 | IndexType::U64 => Some(I64X2),
+            IndexType::I32 | IndexType::U32 if dim <= i64::from(i32::MAX) => Some(I32X4),
+            _ => None,
+        };
+        let width = lanes.map_or(4, |ty| 2 * ty.lane_count() as usize);
+        let lane = lanes.map_or(I64, |ty| ty.lane_type());
+        let scalars = [dim - 1, lowest].map(|value| lane_const(b, lane, value));
+        let vectors = lanes.map(|ty| scalars.map(|value| b.ins().splat(ty, value)));
+        // Flags OR-ed over the indices: out of range (bad), and (where wrapping) negative.
+        let bad = b.declare_var(I8);
+        let negative = b.declare_var(I8);
+        let no = b.ins().iconst(I8, 0);
+        b.def_var(bad, no);
+        b.def_var(negative, no);
+        let vector_flags = vectors.map(|_| {
+            let ty = lanes.unwrap_or(I64X2);
+            let zero = b.ins().iconst(ty.lane_type(), 0);
+            let zeros = b.ins().splat(ty, zero);
+            let (bad, negative) = (b.declare_var(ty), b.declare_var(ty));
+            b.def_var(bad, zeros);
+            b.def_var(negative, zeros);
+            (bad, negative)
+        });
+        let flag = |b: &mut FunctionBuilder, var, value| {
+            let old = b.use_var(var);
+            let new = b.ins().bor(old, value);
+            b.def_var(var, new);
+        };
+        for_groups(b, self.layout.indices_len(), width, |b, start, count| {
             let offset = mul_const(b, start, size as i64);
             let at = b.ins().iadd(self.indices, offset);
-            let mut keys = Vec::with_capacity(count);
+            if let (Some(ty), Some([high, low]), Some((bad, negative)), true) =
+                (lanes, vectors, vector_flags, count == width)
+            {
+                for v in 0..2 {
+                    let x = b.ins().load(ty, flags(), at, v * 16);
+                    let above = b.ins().icmp(IntCC::SignedGreaterThan, x, high);
+                    let below = b.ins().icmp(IntCC::SignedGreaterThan, low, x);
+                    let out = b.ins().bor(above, below);
+                    flag(b, bad, out);
+                    if wraps {
+                        flag(b, negative, x);
+                    }
+                }
+                return;
+            }
             for k in 0..count {
-                let value = policy::load_index(b, index_type, flags(), at, (k * size) as i32);
-                keys.push(if wraps {
-                    b.ins().iadd_imm_s(value, dim as i64)
+                let x = policy::load_index(b, index_type, flags(), at, (k * size) as i32);
+                let x = if lane == I64 {
+                    x
                 } else {
-                    value
-                });
+                    b.ins().ireduce(lane, x)
+                };
+                let above = b.ins().icmp(IntCC::SignedGreaterThan, x, scalars[0]);
+                let below = b.ins().icmp(IntCC::SignedGreaterThan, scalars[1], x);
+                let out = b.ins().bor(above, below);
+                flag(b, bad, out);
+                if wraps {
+                    let sign = b.ins().icmp_imm_s(IntCC::SignedLessThan, x, 0);
+                    flag(b, negative, sign);
+                }
             }
-            let mut most = b.use_var(largest);
-            for key in keys {
-                most = b.ins().umax(most, key);
-            }
-            b.def_var(largest, most);
         });
-        let most = b.use_var(largest);
-        // `2 dim` fits in a u64: dims are bounded by isize::MAX.
-        let bound = if wraps {
-            (dim as u64).wrapping_mul(2)
-        } else {
-            dim as u64
-        };
-        b.ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, most, bound as i64)
+        let mut any_bad = b.use_var(bad);
+        let mut any_negative = b.use_var(negative);
+        if let Some((bad, negative)) = vector_flags {
+            let lanes_bad = b.use_var(bad);
+            let lanes_bad = b.ins().vany_true(lanes_bad);
+            any_bad = b.ins().bor(any_bad, lanes_bad);
+            let signs = b.use_var(negative);
+            let zero = b.ins().iconst(lane, 0);
+            let zeros = b.ins().splat(lanes.unwrap_or(I64X2), zero);
+            let signs = b.ins().icmp(IntCC::SignedLessThan, signs, zeros);
+            let lanes_negative = b.ins().vany_true(signs);
+            any_negative = b.ins().bor(any_negative, lanes_negative);
+        }
+        Scan {
+            any_bad,
+            any_negative,
+        }
+    }
+
+    /// Whether a negative index wraps (a signed index type under [`NegativeIndices::Wrap`]).
+    fn wraps(&self) -> bool {
+        self.layout.signature().index_type.is_signed()
+            && self.policy().negative == NegativeIndices::Wrap
     }
 
     /// Every index in row-major order; the first out of range jumps to `reject`.
@@ -376,9 +489,19 @@ impl Lowering<'_> {
 
     /// The index at byte offset `at` of indices, wrapped into its dimension `dim` (pass 1
     /// checked it).
-    fn resolved_index(&self, b: &mut FunctionBuilder, at: Value, offset: i32, dim: usize) -> Value {
+    fn resolved_index(
+        &self,
+        b: &mut FunctionBuilder,
+        at: Value,
+        offset: i32,
+        dim: usize,
+        wrap: bool,
+    ) -> Value {
         let index_type = self.layout.signature().index_type;
         let value = policy::load_index(b, index_type, flags(), at, offset);
+        if !wrap {
+            return value;
+        }
         policy::wrap_negative(b, index_type, self.policy(), value, dim as i64)
     }
 
@@ -424,7 +547,7 @@ impl Lowering<'_> {
                     let at = b.ins().iadd(self.indices, row);
                     let mut target = b.ins().iconst(I64, 0);
                     for (j, &stride) in strides.iter().enumerate() {
-                        let index = self.resolved_index(b, at, (j * size) as i32, data[j]);
+                        let index = self.resolved_index(b, at, (j * size) as i32, data[j], true);
                         let scaled = mul_const(b, index, stride as i64);
                         target = b.ins().iadd(target, scaled);
                     }
@@ -441,7 +564,7 @@ impl Lowering<'_> {
                     for_range(b, count, |b, i| {
                         let offset = mul_const(b, i, size as i64);
                         let at = b.ins().iadd(self.indices, offset);
-                        let index = self.resolved_index(b, at, 0, data[axis]);
+                        let index = self.resolved_index(b, at, 0, data[axis], guarded);
                         let scaled = mul_const(b, index, slice as i64);
                         let target = b.ins().iadd(base, scaled);
                         let update = mul_const(b, i, slice as i64);
@@ -492,7 +615,8 @@ impl Lowering<'_> {
                         b.ins().iadd(target, column)
                     };
                     for k in 0..count {
-                        let index = self.resolved_index(b, at, (k * size) as i32, data[axis]);
+                        let index =
+                            self.resolved_index(b, at, (k * size) as i32, data[axis], guarded);
                         let scaled = mul_const(b, index, data_strides[axis] as i64);
                         let target = b.ins().iadd(target, scaled);
                         let extra = if along_last { 0 } else { k as i64 };
