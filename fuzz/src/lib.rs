@@ -113,6 +113,10 @@ pub enum ViewKind {
 /// Deep ranks: a structured rank byte at or above this gives rank `60 + (byte - DEEP)`.
 const DEEP: u8 = 0xF6;
 
+/// The dims of a deep shape (one of them per byte modulo 8): mostly 1, so that its tensors
+/// stay small.
+const DEEP_DIMS: [usize; 8] = [1, 1, 1, 1, 1, 1, 2, 3];
+
 /// Reads the input byte by byte; past its end every read is 0.
 struct Reader<'a> {
     bytes: &'a [u8],
@@ -142,9 +146,41 @@ impl Reader<'_> {
         }
     }
 
+    /// A structured rank and whether it is deep: `1..=6`, or from a byte of [`DEEP`] on
+    /// `MAX_RANK - 4` and up (60..=69), around the rank limit.
+    fn structured_rank(&mut self) -> (usize, bool) {
+        match self.byte() {
+            b @ DEEP.. => (MAX_RANK - 4 + usize::from(b - DEEP), true),
+            b => (1 + usize::from(b % 6), false),
+        }
+    }
+
+    /// A dim of a structured shape: one of [`DEEP_DIMS`] in a deep one, else small.
+    fn structured_dim(&mut self, deep: bool) -> usize {
+        match deep {
+            true => DEEP_DIMS[usize::from(self.byte() % 8)],
+            false => self.small_dim(),
+        }
+    }
+
+    /// A shape of raw mode: a rank byte (see [`raw_rank`]), then a dim from `dim` each.
+    fn raw_shape(&mut self, dim: impl Fn(&mut Self) -> usize) -> Vec<usize> {
+        let rank = raw_rank(self.byte());
+        (0..rank).map(|_| dim(self)).collect()
+    }
+
     /// A small signed attribute in `-7..=7`.
     fn attribute(&mut self) -> i64 {
         i64::from(self.byte() as i8 % 8)
+    }
+}
+
+/// A rank of raw mode (the quantized and scatter cases'): 0..=6, or around [`MAX_RANK`]
+/// (61..=68) for the highest bytes.
+fn raw_rank(byte: u8) -> usize {
+    match byte {
+        0xF8..=0xFF => MAX_RANK - 3 + usize::from(byte - 0xF8),
+        b => usize::from(b % 7),
     }
 }
 
@@ -228,19 +264,8 @@ pub fn runnable(validated: &gather_jit::ir::Validated) -> bool {
 /// A signature built to be valid for most flavors (shapes derived from one another, the
 /// attributes in range), so that most fuzzing time goes to code generation.
 fn structured_op(kind: u8, flavor_byte: u8, r: &mut Reader<'_>) -> (Op, Vec<usize>, Vec<usize>) {
-    let rank_byte = r.byte();
-    let deep = rank_byte >= DEEP;
-    let rank = match deep {
-        // Around the rank limit, with dims of 1 but for a few 2s and 3s: small tensors.
-        true => MAX_RANK - 4 + usize::from(rank_byte - DEEP),
-        false => 1 + usize::from(rank_byte % 6),
-    };
-    let data: Vec<usize> = (0..rank)
-        .map(|_| match deep {
-            true => [1, 1, 1, 1, 1, 1, 2, 3][usize::from(r.byte() % 8)],
-            false => r.small_dim(),
-        })
-        .collect();
+    let (rank, deep) = r.structured_rank();
+    let data: Vec<usize> = (0..rank).map(|_| r.structured_dim(deep)).collect();
     let pick = usize::from(r.byte());
     let negative_attributes = r.byte() & 1 == 1;
     match kind {

@@ -29,7 +29,7 @@ use gather_jit::{
 };
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 
-use super::{DIMS, FromBytes, Reader, SENTINEL, index_value, placed};
+use super::{DEEP_DIMS, DIMS, FromBytes, Reader, SENTINEL, index_value, placed};
 
 /// First bytes from this one on select a quantized case (a quarter of all inputs), but for
 /// `0xD0..=0xEF`, the scatters' (`super::scatter`): `0xC0..=0xCF` (structured shapes) and
@@ -290,14 +290,6 @@ fn raw_dim(r: &mut Reader<'_>) -> usize {
     }
 }
 
-/// A rank of raw mode: 0..=6, or around [`MAX_RANK`] (61..=68) for the highest bytes.
-fn raw_rank(byte: u8) -> usize {
-    match byte {
-        0xF8..=0xFF => MAX_RANK - 3 + usize::from(byte - 0xF8),
-        b => usize::from(b % 7),
-    }
-}
-
 /// Decodes a quantized case (`bytes[0] >= SELECTOR`); never panics. A signature that is
 /// invalid, or valid but too big to run ([`runnable`]), gets no buffers.
 ///
@@ -341,10 +333,7 @@ pub fn decode(bytes: &[u8]) -> QuantizedCase {
     let mut signature = if gguf {
         let format = [GgufFormat::Q4_0, GgufFormat::Q8_0][usize::from((form >> 2) & 1)];
         let (data_shape, indices_shape): (Vec<usize>, Vec<usize>) = if raw {
-            let rank = raw_rank(r.byte());
-            let data: Vec<usize> = (0..rank).map(|_| raw_dim(&mut r)).collect();
-            let rank = raw_rank(r.byte());
-            (data, (0..rank).map(|_| raw_dim(&mut r)).collect())
+            (r.raw_shape(raw_dim), r.raw_shape(raw_dim))
         } else {
             let rows = r.small_dim();
             let row_len = GGUF_ROW_LENS[usize::from(r.byte() % 16)];
@@ -361,10 +350,8 @@ pub fn decode(bytes: &[u8]) -> QuantizedCase {
         }
     } else {
         let (data_shape, indices_shape, gather_axis, quantize_axis) = if raw {
-            let rank = raw_rank(r.byte());
-            let data: Vec<usize> = (0..rank).map(|_| raw_dim(&mut r)).collect();
-            let indices_rank = raw_rank(r.byte());
-            let indices: Vec<usize> = (0..indices_rank).map(|_| raw_dim(&mut r)).collect();
+            let data = r.raw_shape(raw_dim);
+            let indices = r.raw_shape(raw_dim);
             (data, indices, r.attribute(), r.attribute())
         } else {
             structured_block(bits, flags, &mut r)
@@ -427,7 +414,7 @@ fn structured_block(bits: u8, flags: u8, r: &mut Reader<'_>) -> (Vec<usize>, Vec
             let b = r.byte();
             match (k == q, deep) {
                 (true, _) => QUANTIZE_DIMS[usize::from(b % 16)],
-                (false, true) => [1, 1, 1, 1, 1, 1, 2, 3][usize::from(b % 8)],
+                (false, true) => DEEP_DIMS[usize::from(b % 8)],
                 (false, false) => DIMS[usize::from(b % 16)],
             }
         })

@@ -49,7 +49,7 @@ use gather_jit::{
 use ndarray::{ArrayD, IxDyn};
 
 use super::quantized::{QView, Rng, Viewed, float_bytes, ndarray_holds};
-use super::{DIMS, FromBytes, HUGE_DIMS, Reader, SENTINEL, index_value, placed};
+use super::{DEEP, DIMS, FromBytes, HUGE_DIMS, Reader, SENTINEL, index_value, placed};
 
 /// The first byte of a scatter input...
 pub const FIRST: u8 = 0xD0;
@@ -59,10 +59,6 @@ pub const LAST: u8 = 0xEF;
 /// Valid cases run only if data, indices and updates each have at most this many elements
 /// (the interpreter goes one element at a time).
 pub const MAX_ELEMENTS: usize = 1 << 14;
-
-/// A structured rank byte at or above this gives rank `MAX_RANK - 4 + (byte - DEEP)`
-/// (60..=69: the limit, and past it).
-const DEEP: u8 = 0xF6;
 
 /// Whether `bytes` decode to a scatter case.
 pub fn is_scatter(bytes: &[u8]) -> bool {
@@ -249,22 +245,6 @@ pub fn runnable(layout: &ScatterLayout) -> bool {
         && layout.updates_len() <= MAX_ELEMENTS
 }
 
-/// A dim of structured mode: small (zero included), or with `hostile` one in eight huge.
-fn structured_dim(r: &mut Reader<'_>, hostile: bool) -> usize {
-    match r.byte() {
-        b if hostile && b >= 0xE0 => HUGE_DIMS[usize::from(b % 4)],
-        b => DIMS[usize::from(b % 16)],
-    }
-}
-
-/// A rank of raw mode: 0..=6, or around [`MAX_RANK`] (61..=68) for the highest bytes.
-fn raw_rank(byte: u8) -> usize {
-    match byte {
-        0xF8..=0xFF => MAX_RANK - 3 + usize::from(byte - 0xF8),
-        b => usize::from(b % 7),
-    }
-}
-
 /// An op with its three shapes.
 type Shapes = (ScatterOp, Vec<usize>, Vec<usize>, Vec<usize>);
 
@@ -278,16 +258,15 @@ type Shapes = (ScatterOp, Vec<usize>, Vec<usize>, Vec<usize>);
 /// axis's a dim, the others shrunk); ScatterUpdate: axis, indices rank (0..=3) and dims.
 fn structured_shapes(kind: u8, flags: u8, r: &mut Reader<'_>) -> Shapes {
     let hostile = flags & flag::HOSTILE != 0;
-    let rank_byte = r.byte();
-    let deep = rank_byte >= DEEP;
-    let rank = match deep {
-        true => MAX_RANK - 4 + usize::from(rank_byte - DEEP),
-        false => 1 + usize::from(rank_byte % 6),
-    };
-    let dim = |r: &mut Reader<'_>| match deep {
-        true if hostile => [0, 1, 1, 1, 1, 2, 3, 1 << 32][usize::from(r.byte() % 8)],
-        true => [1, 1, 1, 1, 1, 1, 2, 3][usize::from(r.byte() % 8)],
-        false => structured_dim(r, hostile),
+    let (rank, deep) = r.structured_rank();
+    let dim = |r: &mut Reader<'_>| match (hostile, deep) {
+        (false, _) => r.structured_dim(deep),
+        (true, true) => [0, 1, 1, 1, 1, 2, 3, 1 << 32][usize::from(r.byte() % 8)],
+        // Small (zero included), or one in eight huge.
+        (true, false) => match r.byte() {
+            b @ 0xE0.. => HUGE_DIMS[usize::from(b % 4)],
+            b => DIMS[usize::from(b % 16)],
+        },
     };
     let data: Vec<usize> = (0..rank).map(|_| dim(r)).collect();
     let negative = flags & flag::NEGATIVE_AXIS != 0;
@@ -359,13 +338,9 @@ fn structured_shapes(kind: u8, flags: u8, r: &mut Reader<'_>) -> Shapes {
 /// Any ranks (0..=6, or around the limit) and dims (small, zero or huge) for the three
 /// shapes, and an axis in `-7..=7`: mostly validation errors.
 fn raw_shapes(kind: u8, r: &mut Reader<'_>) -> Shapes {
-    let shape = |r: &mut Reader<'_>| -> Vec<usize> {
-        let rank = raw_rank(r.byte());
-        (0..rank).map(|_| r.raw_dim()).collect()
-    };
-    let data = shape(r);
-    let indices = shape(r);
-    let updates = shape(r);
+    let data = r.raw_shape(Reader::raw_dim);
+    let indices = r.raw_shape(Reader::raw_dim);
+    let updates = r.raw_shape(Reader::raw_dim);
     let op = match kind {
         0 => ScatterOp::Nd,
         1 => ScatterOp::Elements {

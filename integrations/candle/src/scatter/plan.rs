@@ -335,12 +335,9 @@ fn elements(
         }
     }
     // Every index resolved: full coordinate tuples of the survivors, in order.
-    let rank = operands.data_dims.len();
     let element = operands.dtype.size();
     let count = operands.indices.len() / operands.index_type.size();
-    let mut tuples = try_vec::<u8>(count.saturating_mul(rank * 8), "the index tuples")?;
-    let mut updates = try_vec::<u8>(count.saturating_mul(element), "the updates kept")?;
-    let mut kept = 0usize;
+    let mut packed = Packed::new(count, operands.data_dims.len(), element)?;
     for flat in 0..count {
         let value = operands.index_type.read(operands.indices, flat);
         let mut position = unravel(flat, operands.indices_dims);
@@ -357,29 +354,9 @@ fn elements(
             Resolved::Dropped => continue,
             Resolved::At(at) => position[dim] = at,
         }
-        for coordinate in position {
-            tuples.extend_from_slice(&(coordinate as i64).to_ne_bytes());
-        }
-        updates.extend_from_slice(&operands.updates[flat * element..][..element]);
-        kept += 1;
+        packed.push(&position, &operands.updates[flat * element..][..element]);
     }
-    if kept == 0 {
-        copy_only(dest);
-        return Ok(());
-    }
-    let job = Job::new(
-        signature(
-            ScatterOp::Nd,
-            kind,
-            rules,
-            operands,
-            IndexType::I64,
-            [operands.data_dims, &[kept, rank], &[kept]],
-        ),
-        Cow::Owned(tuples),
-        Cow::Owned(updates),
-    );
-    execute(cache, &job, dest)?.map_err(from_jit)
+    packed.run(kind, rules, cache, operands, dest)
 }
 
 /// `index_add`: the ids checked (and, if the rules drop or move some, resolved and packed with
@@ -601,9 +578,7 @@ fn scatter_nd(
         )));
     }
     let tuple_dims = &ids_dims[..ids_dims.len() - 1];
-    let mut packed = try_vec::<u8>(tuples.saturating_mul(width * 8), "the index tuples")?;
-    let mut updates = try_vec::<u8>(operands.updates.len(), "the updates kept")?;
-    let mut kept = 0usize;
+    let mut packed = Packed::new(tuples, width, slice_bytes)?;
     'tuples: for t in 0..tuples {
         let mut tuple = unravel(t, tuple_dims);
         tuple.truncate(batch_dims);
@@ -614,31 +589,70 @@ fn scatter_nd(
                 _ => continue 'tuples,
             }
         }
-        for coordinate in tuple {
-            packed.extend_from_slice(&(coordinate as i64).to_ne_bytes());
+        packed.push(&tuple, &operands.updates[t * slice_bytes..][..slice_bytes]);
+    }
+    packed.run(kind, rules, cache, operands, dest)
+}
+
+/// The survivors of a scatter as ScatterND operands: each a full tuple of `width` coordinates
+/// (`i64`, the first `width` dims of data) and its slice of the updates (the rest of data's
+/// dims), in the order pushed.
+struct Packed {
+    width: usize,
+    tuples: Vec<u8>,
+    updates: Vec<u8>,
+    kept: usize,
+}
+
+impl Packed {
+    /// Room for `count` tuples of `width` coordinates and slices of `slice_bytes`.
+    fn new(count: usize, width: usize, slice_bytes: usize) -> candle_core::Result<Packed> {
+        Ok(Packed {
+            width,
+            tuples: try_vec(count.saturating_mul(width * 8), "the index tuples")?,
+            updates: try_vec(count.saturating_mul(slice_bytes), "the updates kept")?,
+            kept: 0,
+        })
+    }
+
+    fn push(&mut self, tuple: &[usize], slice: &[u8]) {
+        for &coordinate in tuple {
+            self.tuples
+                .extend_from_slice(&(coordinate as i64).to_ne_bytes());
         }
-        updates.extend_from_slice(&operands.updates[t * slice_bytes..][..slice_bytes]);
-        kept += 1;
+        self.updates.extend_from_slice(slice);
+        self.kept += 1;
     }
-    if kept == 0 {
-        copy_only(dest);
-        return Ok(());
+
+    /// ScatterND of `kind` on the tuples kept into `dest` (data unchanged if none was).
+    fn run(
+        self,
+        kind: Kind,
+        rules: IndexRules,
+        cache: &KernelCache,
+        operands: &Operands<'_>,
+        dest: &mut Dest<'_>,
+    ) -> candle_core::Result<()> {
+        if self.kept == 0 {
+            copy_only(dest);
+            return Ok(());
+        }
+        let mut updates_dims = vec![self.kept];
+        updates_dims.extend_from_slice(&operands.data_dims[self.width..]);
+        let job = Job::new(
+            signature(
+                ScatterOp::Nd,
+                kind,
+                rules,
+                operands,
+                IndexType::I64,
+                [operands.data_dims, &[self.kept, self.width], &updates_dims],
+            ),
+            Cow::Owned(self.tuples),
+            Cow::Owned(self.updates),
+        );
+        execute(cache, &job, dest)?.map_err(from_jit)
     }
-    let mut updates_dims = vec![kept];
-    updates_dims.extend_from_slice(&data_dims[width..]);
-    let job = Job::new(
-        signature(
-            ScatterOp::Nd,
-            kind,
-            rules,
-            operands,
-            IndexType::I64,
-            [data_dims, &[kept, width], &updates_dims],
-        ),
-        Cow::Owned(packed),
-        Cow::Owned(updates),
-    );
-    execute(cache, &job, dest)?.map_err(from_jit)
 }
 
 /// Whether some index in `indices` is its type's maximum.

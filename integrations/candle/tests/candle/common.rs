@@ -223,6 +223,14 @@ pub fn index_tensor(values: &[i128], dims: &[usize], dtype: DType) -> Tensor {
     tensor.expect("shape matches the element count")
 }
 
+/// Shapes of rank 1 to `max_rank`, a dim now and then empty.
+pub fn dims(max_rank: usize) -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(
+        prop_oneof![1 => Just(0usize), 12 => 1usize..6],
+        1..=max_rank,
+    )
+}
+
 /// How bad a case's indices may be.
 #[derive(Clone, Copy, Debug)]
 pub enum Mix {

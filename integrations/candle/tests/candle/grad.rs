@@ -13,13 +13,6 @@ use crate::common::*;
 
 const FLOATS: [DType; 4] = [DType::F16, DType::BF16, DType::F32, DType::F64];
 
-fn dims(max_rank: usize) -> impl Strategy<Value = Vec<usize>> {
-    prop::collection::vec(
-        prop_oneof![1 => Just(0usize), 12 => 1usize..6],
-        1..=max_rank,
-    )
-}
-
 /// Which gather a case differentiates.
 #[derive(Clone, Copy, Debug)]
 enum Gather {

@@ -8,13 +8,6 @@ use proptest::prelude::*;
 
 use crate::common::*;
 
-fn dims(max_rank: usize) -> impl Strategy<Value = Vec<usize>> {
-    prop::collection::vec(
-        prop_oneof![1 => Just(0usize), 12 => 1usize..6],
-        1..=max_rank,
-    )
-}
-
 fn dtype() -> impl Strategy<Value = DType> {
     prop::sample::select(DTYPES.to_vec())
 }
