@@ -7,8 +7,8 @@
 //! so one unsigned compare against the dimension checks both ends.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::types::I64;
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::{Block, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
 
 use crate::types::{IndexPolicy, IndexType, NegativeIndices};
@@ -79,4 +79,25 @@ pub(crate) fn out_of_range(b: &mut FunctionBuilder, index: Value, dim: i64) -> V
 /// Whether `index` (wrapped) lies inside `0..dim`.
 pub(crate) fn in_range(b: &mut FunctionBuilder, index: Value, dim: i64) -> Value {
     b.ins().icmp_imm_u(IntCC::UnsignedLessThan, index, dim)
+}
+
+/// Fills in the `reject` block every lowering branches to with a bad index (one `i64` block
+/// parameter): `position(parameter)` is the index's element position, stored to `*bad_index`
+/// before the kernel returns `status`. Called once every branch to `reject` exists.
+pub(crate) fn finish_reject_block(
+    b: &mut FunctionBuilder,
+    reject: Block,
+    bad_index: Value,
+    status: u32,
+    position: impl FnOnce(&mut FunctionBuilder, Value) -> Value,
+) {
+    b.switch_to_block(reject);
+    b.seal_block(reject);
+    let parameter = b.block_params(reject)[0];
+    let position = position(b, parameter);
+    // The out-parameter is the caller's `u64`, valid and aligned.
+    b.ins()
+        .store(MemFlagsData::new().with_notrap(), position, bad_index, 0);
+    let status = b.ins().iconst(I32, i64::from(status));
+    b.ins().return_(&[status]);
 }

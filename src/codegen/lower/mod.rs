@@ -20,6 +20,7 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 
+use crate::codegen::policy;
 use crate::specialize::Plan;
 
 mod checks;
@@ -161,16 +162,12 @@ pub(crate) fn lower(
     let ok = builder.ins().iconst(I32, 0);
     builder.ins().return_(&[ok]);
 
-    builder.switch_to_block(reject);
-    // Every branch to `reject` has been emitted by now.
-    builder.seal_block(reject);
-    let tuple = builder.block_params(reject)[0];
-    let byte_offset = builder.ins().isub(tuple, indices);
-    let shift = plan.index_type.size().trailing_zeros() as i64;
-    let position = builder.ins().ushr_imm_u(byte_offset, shift);
-    builder.ins().store(flags(), position, bad_index, 0);
-    let status = builder.ins().iconst(I32, 1);
-    builder.ins().return_(&[status]);
+    // The block parameter is the bad tuple's address.
+    policy::finish_reject_block(&mut builder, reject, bad_index, 1, |b, tuple| {
+        let byte_offset = b.ins().isub(tuple, indices);
+        let shift = plan.index_type.size().trailing_zeros() as i64;
+        b.ins().ushr_imm_u(byte_offset, shift)
+    });
     builder.finalize(config);
 }
 

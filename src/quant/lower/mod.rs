@@ -94,12 +94,7 @@ pub(crate) fn lower(
     let ok = b.ins().iconst(I32, 0);
     b.ins().return_(&[ok]);
 
-    b.switch_to_block(reject);
-    b.seal_block(reject);
-    let position = b.block_params(reject)[0];
-    b.ins().store(flags(), position, params[7], 0);
-    let failed = b.ins().iconst(I32, 1);
-    b.ins().return_(&[failed]);
+    policy::finish_reject_block(&mut b, reject, params[7], 1, |_, p| p);
     b.finalize(config);
 }
 

@@ -266,12 +266,7 @@ pub(crate) fn lower(
     let status = b.use_var(status);
     b.ins().return_(&[status]);
 
-    b.switch_to_block(reject);
-    b.seal_block(reject);
-    let position = b.block_params(reject)[0];
-    b.ins().store(flags(), position, params[7], 0);
-    let failed = b.ins().iconst(I32, i64::from(STATUS_BAD_INDEX));
-    b.ins().return_(&[failed]);
+    policy::finish_reject_block(&mut b, reject, params[7], STATUS_BAD_INDEX, |_, p| p);
     b.finalize(config);
 }
 
