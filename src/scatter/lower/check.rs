@@ -4,7 +4,7 @@
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::types::{I8, I32X4, I64, I64X2};
 use cranelift_codegen::ir::{Block, BlockArg, InstBuilder, Type, Value};
-use cranelift_frontend::FunctionBuilder;
+use cranelift_frontend::{FunctionBuilder, Variable};
 
 use super::{Lowering, flags};
 use crate::codegen::loops::{add_const, for_groups, for_range, mul_const};
@@ -16,6 +16,16 @@ use crate::types::{IndexType, NegativeIndices};
 struct Scan {
     any_bad: Value,
     any_negative: Value,
+}
+
+/// The vector half of [`Lowering::scan_indices`]: the lane type, its zeros, the bounds `[dim -
+/// 1, lowest]` in every lane, and the two flags' variables.
+struct VectorScan {
+    ty: Type,
+    zeros: Value,
+    bounds: [Value; 2],
+    bad: Variable,
+    negative: Variable,
 }
 
 /// `value` as a constant of the integer type `ty` (its bits masked to the width: Cranelift's
@@ -76,21 +86,27 @@ impl Lowering<'_> {
         let width = lanes.map_or(4, |ty| 2 * ty.lane_count() as usize);
         let lane = lanes.map_or(I64, |ty| ty.lane_type());
         let scalars = [dim - 1, lowest].map(|value| lane_const(b, lane, value));
-        let vectors = lanes.map(|ty| scalars.map(|value| b.ins().splat(ty, value)));
-        // Flags OR-ed over the indices: out of range (bad), and (where wrapping) negative.
+        // Flags OR-ed over the indices: out of range (bad), and (where wrapping) negative; as
+        // `i8` for the indices taken one at a time, as lane masks (bad) and the indices' own
+        // sign bits (negative) for those taken in vectors.
         let bad = b.declare_var(I8);
         let negative = b.declare_var(I8);
         let no = b.ins().iconst(I8, 0);
         b.def_var(bad, no);
         b.def_var(negative, no);
-        let vector_flags = vectors.map(|_| {
-            let ty = lanes.unwrap_or(I64X2);
-            let zero = b.ins().iconst(ty.lane_type(), 0);
+        let vector = lanes.map(|ty| {
+            let zero = b.ins().iconst(lane, 0);
             let zeros = b.ins().splat(ty, zero);
             let (bad, negative) = (b.declare_var(ty), b.declare_var(ty));
             b.def_var(bad, zeros);
             b.def_var(negative, zeros);
-            (bad, negative)
+            VectorScan {
+                ty,
+                zeros,
+                bounds: scalars.map(|value| b.ins().splat(ty, value)),
+                bad,
+                negative,
+            }
         });
         let flag = |b: &mut FunctionBuilder, var, value| {
             let old = b.use_var(var);
@@ -100,17 +116,16 @@ impl Lowering<'_> {
         for_groups(b, self.layout.indices_len(), width, |b, start, count| {
             let offset = mul_const(b, start, size as i64);
             let at = b.ins().iadd(self.indices, offset);
-            if let (Some(ty), Some([high, low]), Some((bad, negative)), true) =
-                (lanes, vectors, vector_flags, count == width)
-            {
-                for v in 0..2 {
-                    let x = b.ins().load(ty, flags(), at, v * 16);
+            if let (Some(v), true) = (&vector, count == width) {
+                let [high, low] = v.bounds;
+                for offset in [0, 16] {
+                    let x = b.ins().load(v.ty, flags(), at, offset);
                     let above = b.ins().icmp(IntCC::SignedGreaterThan, x, high);
                     let below = b.ins().icmp(IntCC::SignedGreaterThan, low, x);
                     let out = b.ins().bor(above, below);
-                    flag(b, bad, out);
+                    flag(b, v.bad, out);
                     if wraps {
-                        flag(b, negative, x);
+                        flag(b, v.negative, x);
                     }
                 }
                 return;
@@ -134,14 +149,12 @@ impl Lowering<'_> {
         });
         let mut any_bad = b.use_var(bad);
         let mut any_negative = b.use_var(negative);
-        if let Some((bad, negative)) = vector_flags {
-            let lanes_bad = b.use_var(bad);
+        if let Some(v) = vector {
+            let lanes_bad = b.use_var(v.bad);
             let lanes_bad = b.ins().vany_true(lanes_bad);
             any_bad = b.ins().bor(any_bad, lanes_bad);
-            let signs = b.use_var(negative);
-            let zero = b.ins().iconst(lane, 0);
-            let zeros = b.ins().splat(lanes.unwrap_or(I64X2), zero);
-            let signs = b.ins().icmp(IntCC::SignedLessThan, signs, zeros);
+            let signs = b.use_var(v.negative);
+            let signs = b.ins().icmp(IntCC::SignedLessThan, signs, v.zeros);
             let lanes_negative = b.ins().vany_true(signs);
             any_negative = b.ins().bor(any_negative, lanes_negative);
         }
