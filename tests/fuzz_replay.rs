@@ -34,7 +34,7 @@ fn fuzz_corpus_replays() {
             *kinds.entry(case.kind()).or_default() += 1;
             continue;
         }
-        if case::quantized::is_quantized(&bytes) {
+        if case::is_quantized(&bytes) {
             let case = case::quantized::decode(&bytes);
             let result = std::panic::catch_unwind(|| case.check());
             assert!(result.is_ok(), "corpus input {} fails", path.display());
@@ -264,7 +264,7 @@ const QUANTIZED_BLOCK_INPUT: [u8; 35] = [
 
 #[test]
 fn fuzz_decoder_reaches_a_block_quantized_signature() {
-    assert!(case::quantized::is_quantized(&QUANTIZED_BLOCK_INPUT));
+    assert!(case::is_quantized(&QUANTIZED_BLOCK_INPUT));
     let case = case::quantized::decode(&QUANTIZED_BLOCK_INPUT);
     let expected = gather_jit::QuantizedSignature::block_quantized(
         &[8, 64],

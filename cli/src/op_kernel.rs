@@ -15,7 +15,7 @@ use gather_jit::aot::{AotKernel, ObjectBuilder};
 use gather_jit::interp::{interpret, interpret_quantized};
 use gather_jit::ir::Validated;
 use gather_jit::quant::QuantizedLayout;
-use gather_jit::scatter::{ScatterLayout, ScatterSignature, interpret_scatter};
+use gather_jit::scatter::{Reduction, ScatterLayout, ScatterSignature, interpret_scatter};
 use gather_jit::specialize::Plan;
 use gather_jit::{
     CompiledOp, DType, Error, IndexPolicy, IndexType, Inputs, Kernel, KernelCache, NegativeIndices,
@@ -430,11 +430,11 @@ impl OpKernel {
 
     /// Bytes a call reads and writes: the output written, the indices read, and the gathered
     /// part of data (and of the scales and zero points) read; for a scatter, as
-    /// [`crate::scatter::bytes_moved`] counts them (out of place unless `in_place`). The
+    /// [`scatter_bytes_moved`] counts them (out of place unless `in_place`). The
     /// denominator of GB/s.
     pub fn bytes_moved(&self, in_place: bool) -> u64 {
         match self {
-            OpKernel::Scatter(k) => crate::scatter::bytes_moved(k.layout(), in_place),
+            OpKernel::Scatter(k) => scatter_bytes_moved(k.layout(), in_place),
             OpKernel::Plain(k) => plan_bytes_moved(k.plan()),
             OpKernel::Quantized(k) => {
                 let l = k.layout();
@@ -474,4 +474,24 @@ impl OpKernel {
 /// output written. The denominator of every GB/s figure.
 pub fn plan_bytes_moved(plan: &Plan) -> u64 {
     2 * plan.output_bytes + plan.indices_bytes
+}
+
+/// Bytes a scatter call reads and writes (the denominator of `bench`'s GB/s): the indices and
+/// the updates read, and the elements the updates land on written (and read too under a
+/// reduction); out of place, data read and the output written besides.
+pub fn scatter_bytes_moved(layout: &ScatterLayout, in_place: bool) -> u64 {
+    let sig = layout.signature();
+    let size = sig.dtype.size() as u128;
+    let updates = layout.updates_len() as u128 * size;
+    let indices = layout.indices_len() as u128 * sig.index_type.size() as u128;
+    let landed = match sig.reduction {
+        Reduction::None => updates,
+        _ => 2 * updates,
+    };
+    let copy = if in_place {
+        0
+    } else {
+        2 * layout.data_len() as u128 * size
+    };
+    u64::try_from(indices + updates + landed + copy).unwrap_or(u64::MAX)
 }

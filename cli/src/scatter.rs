@@ -4,7 +4,7 @@
 //! commands' one path ([`crate::op_kernel`]).
 
 use gather_jit::DType;
-use gather_jit::scatter::{Reduction, ResolvedScatter, ScatterLayout, ScatterSignature};
+use gather_jit::scatter::{ResolvedScatter, ScatterLayout, ScatterSignature};
 use gather_jit_workloads::XorShift;
 
 use crate::failure::{Failure, Result};
@@ -50,26 +50,6 @@ pub fn signature_of(
         dtype,
         index_type,
     )
-}
-
-/// Bytes a scatter call reads and writes (the denominator of `bench`'s GB/s): the indices and
-/// the updates read, and the elements the updates land on written (and read too under a
-/// reduction); out of place, data read and the output written besides.
-pub fn bytes_moved(layout: &ScatterLayout, in_place: bool) -> u64 {
-    let sig = layout.signature();
-    let size = sig.dtype.size() as u128;
-    let updates = layout.updates_len() as u128 * size;
-    let indices = layout.indices_len() as u128 * sig.index_type.size() as u128;
-    let landed = match sig.reduction {
-        Reduction::None => updates,
-        _ => 2 * updates,
-    };
-    let copy = if in_place {
-        0
-    } else {
-        2 * layout.data_len() as u128 * size
-    };
-    u64::try_from(indices + updates + landed + copy).unwrap_or(u64::MAX)
 }
 
 /// Fills `bytes` with seeded values of `dtype` that repeated reductions keep away from

@@ -444,6 +444,12 @@ pub fn gather_batch_dims(flavor: Flavor, b: usize, indices_rank: usize, negative
     }
 }
 
+/// Whether `bytes` decode to a quantized case: a first byte from [`quantized::SELECTOR`] on,
+/// outside the scatter cases' [`scatter::FIRST`]`..=`[`scatter::LAST`].
+pub fn is_quantized(bytes: &[u8]) -> bool {
+    quantized::in_range(bytes) && !scatter::is_scatter(bytes)
+}
+
 /// Decodes `bytes` and checks the case (a scatter one for first bytes in
 /// [`scatter::FIRST`]`..=`[`scatter::LAST`], a quantized one for the others from
 /// [`quantized::SELECTOR`] on, else a gather); panics (with a replayable description) on any
@@ -451,7 +457,7 @@ pub fn gather_batch_dims(flavor: Flavor, b: usize, indices_rank: usize, negative
 pub fn check(bytes: &[u8]) {
     if scatter::is_scatter(bytes) {
         scatter::check(bytes);
-    } else if quantized::is_quantized(bytes) {
+    } else if is_quantized(bytes) {
         quantized::decode(bytes).check();
     } else {
         decode(bytes).check();

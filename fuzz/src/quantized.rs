@@ -276,9 +276,10 @@ pub(super) fn float_bytes(dtype: DType, count: usize, style: u8, rng: &mut Rng) 
     out
 }
 
-/// Whether `bytes` decode to a quantized case.
-pub fn is_quantized(bytes: &[u8]) -> bool {
-    bytes.first().is_some_and(|&b| b >= SELECTOR) && !super::scatter::is_scatter(bytes)
+/// Whether the first byte of `bytes` is in the quantized cases' range (which
+/// [`crate::is_quantized`] shares with the scatter cases).
+pub fn in_range(bytes: &[u8]) -> bool {
+    bytes.first().is_some_and(|&b| b >= SELECTOR)
 }
 
 /// A dim of raw mode: usually small, sometimes hostile.
