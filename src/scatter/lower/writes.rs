@@ -152,13 +152,24 @@ impl Lowering<'_> {
                     } else {
                         b.ins().iadd(target, column)
                     };
+                    // The group's addresses once; each write adds its index (and its
+                    // position as a constant). Its `target` only feeds the range test and
+                    // `mean`'s counts, and is not emitted where neither reads it.
+                    let element = sig.dtype.size() as i64;
+                    let dest_base = self.element_address(b, self.output, target);
+                    let source_base = self.element_address(b, self.updates, flat);
                     for k in 0..count {
                         let index =
                             self.resolved_index(b, at, (k * size) as i32, data[axis], guarded);
                         let scaled = mul_const(b, index, data_strides[axis] as i64);
-                        let target = b.ins().iadd(target, scaled);
                         let extra = if along_last { 0 } else { k as i64 };
-                        let w = self.write_at(b, target, extra, flat, k as i64);
+                        let dest = self.element_address(b, dest_base, scaled);
+                        let w = Write {
+                            target: b.ins().iadd(target, scaled),
+                            target_extra: extra,
+                            dest: add_const(b, dest, extra * element),
+                            source: add_const(b, source_base, k as i64 * element),
+                        };
                         write(b, w);
                     }
                 };
