@@ -701,6 +701,37 @@ class Row:
     cli_in_place: dict | None = None
 
 
+def set_up_and_check(case_name: str, name: str, set_up, reference: np.ndarray, row,
+                     samplers: dict, log) -> None:  # fmt: skip
+    """Sets up the peer run `name` (`set_up()` returns its call and its output), calls it once and
+    checks the output against `reference`: a sampler in `samplers` if it agrees, else a note in
+    `row.notes` saying why (a peer that fails is n/a, not a crash)."""
+    log(f"{case_name} {name}: set up and check")
+    try:
+        call, output = set_up()
+        call()
+        why = mismatch(output(), reference)
+        if why:
+            row.notes[name] = why
+        else:
+            # `output` too: it owns the buffer that ONNX Runtime and OpenVINO write into.
+            samplers[name] = Sampler(call)
+            samplers[name].keep = output  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
+        row.notes[name] = short(exc)
+        log(traceback.format_exc())
+
+
+def checked_gather_jit(binary: Path, case, inputs, reference: np.ndarray, tmp,
+                       log) -> str | None:  # fmt: skip
+    """`check_gather_jit`, with an exception of its own as the reason it failed."""
+    log(f"{case.name} gather-jit: check")
+    try:
+        return check_gather_jit(binary, case, inputs, reference, tmp)
+    except Exception as exc:  # noqa: BLE001
+        return short(exc)
+
+
 def run_case(case: Case | QCase, peers: list[str], broken: dict[str, str], binary: Path,
              seconds: float, rounds: int, seed: int, tmp: Path, log) -> Row:  # fmt: skip
     """Sets every peer up and checks its output, then times them all in `rounds` interleaved
@@ -722,27 +753,11 @@ def run_case(case: Case | QCase, peers: list[str], broken: dict[str, str], binar
     for peer in peers:
         if peer in broken:  # not importable: said once, in the header
             continue
-        log(f"{case.name} {peer}: set up and check")
-        try:
-            call, output = setups[peer](case, *inputs)
-            call()
-            why = mismatch(output(), reference)
-            if why:
-                row.notes[peer] = why
-            else:
-                # `output` too: it owns the buffer that ONNX Runtime and OpenVINO write into.
-                samplers[peer] = Sampler(call)
-                samplers[peer].keep = output  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
-            row.notes[peer] = short(exc)
-            log(traceback.format_exc())
+        set_up_and_check(case.name, peer, lambda: setups[peer](case, *inputs), reference, row,
+                         samplers, log)  # fmt: skip
     samplers["memcpy"] = Sampler(memcpy_call(reference.nbytes))
 
-    log(f"{case.name} gather-jit: check")
-    try:
-        why = check_gather_jit(binary, case, inputs, reference, tmp)
-    except Exception as exc:  # noqa: BLE001
-        why = short(exc)
+    why = checked_gather_jit(binary, case, inputs, reference, tmp, log)
     if why:
         row.notes["gather-jit"] = why
 
@@ -792,26 +807,11 @@ def run_scase(case: SCase, peers: list[str], broken: dict[str, str], binary: Pat
     for peer in (p for p in peers if p in sc.SETUPS and p not in broken):
         for mode in sc.MODES[peer]:
             name = f"{peer}/{mode}"
-            log(f"{case.name} {name}: set up and check")
-            try:
-                call, output = sc.SETUPS[peer](case, mode, *inputs)
-                call()
-                why = mismatch(output(), reference)
-                if why:
-                    row.notes[name] = why
-                else:
-                    samplers[name] = Sampler(call)
-                    samplers[name].keep = output  # type: ignore[attr-defined]
-            except Exception as exc:  # noqa: BLE001 - a peer that fails is n/a, not a crash
-                row.notes[name] = short(exc)
-                log(traceback.format_exc())
+            set_up_and_check(case.name, name, lambda: sc.SETUPS[peer](case, mode, *inputs),
+                             reference, row, samplers, log)  # fmt: skip
     samplers["memcpy"] = Sampler(memcpy_call(reference.nbytes))
 
-    log(f"{case.name} gather-jit: check")
-    try:
-        why = check_gather_jit(binary, case, inputs, reference, tmp)
-    except Exception as exc:  # noqa: BLE001
-        why = short(exc)
+    why = checked_gather_jit(binary, case, inputs, reference, tmp, log)
     jit_names = [f"gather-jit/{mode}" for mode in (sc.IN_PLACE, sc.OUT_OF_PLACE)]
     if why:
         row.notes["gather-jit"] = why
