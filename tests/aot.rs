@@ -52,6 +52,13 @@ fn symbols_must_be_unused_c_identifiers() {
         "é",
         "ok_1",
         "x__gather_jit_kernel",
+        // Names a C program or its C library defines, and those C reserves for itself.
+        "main",
+        "errno",
+        "exit",
+        "memset",
+        "__start",
+        "_Exit",
     ] {
         match object.add(bad, &sig) {
             Err(Error::InvalidSymbol { symbol, .. }) => assert_eq!(symbol, bad),

@@ -10,10 +10,9 @@ use gather_jit::aot::{AotKernel, Object, ObjectBuilder, Target};
 use serde_json::json;
 
 use crate::failure::{Failure, Result};
-use crate::npz;
+use crate::files::{self, same_file};
 use crate::op_kernel::OpSignature;
 use crate::opargs::{OpArgs, OpKind, SignatureArgs};
-use crate::run::same_file;
 
 /// Compile a kernel into a relocatable object for a target triple, with a C header.
 ///
@@ -78,11 +77,15 @@ pub fn main(args: &AotArgs, out: &mut dyn Write) -> Result<()> {
         .as_deref()
         .map(|path| (path, header_guard(path)))
         .map(|(path, guard)| (path, object.header(&guard), guard));
-    let mut files = vec![(args.output.as_path(), object.bytes())];
-    if let Some((path, text, _)) = &header {
-        files.push((path, text.as_bytes()));
+    let object_bytes = [object.bytes()];
+    let header_bytes = header
+        .as_ref()
+        .map(|(path, text, _)| (*path, [text.as_bytes()]));
+    let mut outputs: Vec<(&Path, &[&[u8]])> = vec![(args.output.as_path(), &object_bytes)];
+    if let Some((path, bytes)) = &header_bytes {
+        outputs.push((path, bytes));
     }
-    npz::write_together(&files)?;
+    files::write_together(&outputs)?;
 
     let buffers: Vec<String> = (kernel.buffers().iter())
         .map(|b| format!("{} {} bytes", b.name, b.bytes))
@@ -177,6 +180,10 @@ fn check_destinations(object: &Path, header: Option<&Path>) -> Result<()> {
             header.display(),
             object.display()
         )));
+    }
+    files::check_extension(object, &["o", "obj"], "aot -o writes an object file")?;
+    if let Some(header) = header {
+        files::check_extension(header, &["h", "hpp"], "aot --header writes a C header")?;
     }
     Ok(())
 }

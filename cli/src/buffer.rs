@@ -2,9 +2,6 @@
 //! not fit in memory is a [`Failure`] (exit status 2, one line), never an abort.
 
 use std::fmt::Display;
-use std::fs::File;
-use std::io::Read;
-use std::path::Path;
 
 use crate::failure::{Failure, Result};
 
@@ -40,24 +37,6 @@ pub fn byte_len(elements: usize, element_size: usize, what: impl Display) -> Res
             "cannot allocate {elements} elements of {element_size} bytes for {what}"
         ))
     })
-}
-
-/// The whole contents of the file at `path`, in a buffer reserved for the size the file reports.
-///
-/// # Errors
-/// The file cannot be opened or read, or its contents do not fit in memory.
-pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    let mut file = File::open(path).map_err(|e| Failure::io("read", path, e))?;
-    // A size that does not fit in usize cannot be held either; the reservation reports it.
-    let size = file
-        .metadata()
-        .map_or(0, |m| usize::try_from(m.len()).unwrap_or(usize::MAX));
-    let mut bytes = with_capacity(size, format_args!("the contents of {}", path.display()))?;
-    // Files that grow, or report no size (pipes), make read_to_end grow the buffer, which it
-    // does fallibly (an `OutOfMemory` error, not an abort).
-    file.read_to_end(&mut bytes)
-        .map_err(|e| Failure::io("read", path, e))?;
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 use gather_jit::{DType, IndexType};
 
-use crate::buffer;
 use crate::failure::{Failure, Result, eprint_line};
+use crate::files::{self, Cap};
 use crate::openvino::{Defaults, bin_path, parse};
 use crate::progress::Progress;
 use crate::random::XorShift;
@@ -75,7 +75,7 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
             args.file.display()
         )));
     }
-    let text = String::from_utf8(buffer::read_file(&args.file)?).map_err(|_| {
+    let text = String::from_utf8(files::read_whole(&args.file, Cap::IR_XML)?).map_err(|_| {
         Failure::usage(format!(
             "cannot read {}: it is not UTF-8 text",
             args.file.display()

@@ -36,6 +36,7 @@ mod buffer;
 mod demo;
 mod explain;
 mod failure;
+mod files;
 mod hugepages;
 mod layer;
 #[cfg(feature = "model")]

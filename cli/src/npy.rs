@@ -16,6 +16,8 @@
 //! `stacker`).
 //! `.npz` archives are read and written with the `zip` crate (see [`crate::npz`]).
 
+use std::io::Read;
+
 use gather_jit::{DType, IndexType};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
@@ -79,55 +81,96 @@ pub struct Array {
     pub bytes: Vec<u8>,
 }
 
-/// Parses an `.npy` file's contents, reusing `file`'s buffer for the array's bytes.
+/// numpy's own bound on an `.npy` header (`numpy.load`'s `max_header_size`): a longer header
+/// is refused before it is read.
+pub const MAX_HEADER_LEN: usize = 10_000;
+
+/// Reads an `.npy` file from `reader` with a bound: the header first, then exactly the bytes
+/// its shape and `descr` announce, then one byte more to prove the end. `size` is the file's
+/// length where it is known (a regular file, an archive member's declared size): a length
+/// that differs from what the header announces is refused before any data is read or
+/// allocated.
 ///
 /// # Errors
-/// A message naming what is wrong: magic, version, header, an unsupported `descr`, a data
-/// length that does not match the shape, or no memory to reorder a Fortran-order array.
-pub fn parse(mut file: Vec<u8>) -> Result<Array, String> {
-    if !file.starts_with(MAGIC) || file.len() < 10 {
+/// A message naming what is wrong: magic, version, a header past [`MAX_HEADER_LEN`], an
+/// unsupported `descr`, a data length that does not match the shape, a bool byte other than 0
+/// or 1, or no memory for the data.
+pub fn read(reader: &mut dyn Read, size: Option<u64>) -> Result<Array, String> {
+    let mut prefix = [0u8; 12];
+    let got = read_up_to(reader, &mut prefix[..10])?;
+    if got < MAGIC.len() || !prefix.starts_with(MAGIC) {
         return Err("not an .npy file (no \\x93NUMPY magic)".into());
     }
-    let (major, minor) = (file[6], file[7]);
+    if got < 10 {
+        return Err("truncated .npy header".into());
+    }
+    let (major, minor) = (prefix[6], prefix[7]);
     let (header_len, header_start) = match major {
-        1 => (u16::from_le_bytes([file[8], file[9]]) as usize, 10usize),
-        2 | 3 if file.len() >= 12 => (
-            u32::from_le_bytes([file[8], file[9], file[10], file[11]]) as usize,
-            12,
-        ),
+        1 => (u16::from_le_bytes([prefix[8], prefix[9]]) as usize, 10usize),
+        2 | 3 => {
+            if read_up_to(reader, &mut prefix[10..12])? < 2 {
+                return Err("truncated .npy header".into());
+            }
+            let len = u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+            (usize::try_from(len).unwrap_or(usize::MAX), 12)
+        }
         _ => return Err(format!("unsupported .npy format version {major}.{minor}")),
     };
-    let header_end = header_start
-        .checked_add(header_len)
-        .filter(|&end| end <= file.len())
-        .ok_or("truncated .npy header")?;
-    let header = std::str::from_utf8(&file[header_start..header_end])
-        .map_err(|_| "the .npy header is not text")?;
+    if header_len > MAX_HEADER_LEN {
+        return Err(format!(
+            "the .npy header announces {header_len} bytes, more than the {MAX_HEADER_LEN} numpy \
+             itself reads"
+        ));
+    }
+    let mut header = vec![0u8; header_len];
+    if read_up_to(reader, &mut header)? < header_len {
+        return Err("truncated .npy header".into());
+    }
+    let header = std::str::from_utf8(&header).map_err(|_| "the .npy header is not text")?;
     let header = Header::parse(header)?;
     let (element, big_endian) = parse_descr(header.descr)?;
     let shape = header.shape;
-    let fortran_order = header.fortran_order;
     let len = shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
         .and_then(|n| n.checked_mul(element.size))
         .ok_or("shape too large")?;
-    let body_len = file.len() - header_end;
-    if body_len != len {
-        return Err(format!(
-            "expected {len} bytes of data for shape {shape:?} and descr '{}', found {body_len}",
-            header.descr,
-        ));
+    let expected = || {
+        format!(
+            "expected {len} bytes of data for shape {shape:?} and descr '{}'",
+            header.descr
+        )
+    };
+    if let Some(size) = size {
+        let body = size.saturating_sub((header_start + header_len) as u64);
+        if body != len as u64 {
+            return Err(format!("{}, found {body}", expected()));
+        }
     }
-    // The data moves to the front of the file's buffer: no second copy of a large array.
-    file.drain(..header_end);
-    let mut bytes = file;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| format!("cannot allocate {len} bytes for the data"))?;
+    (reader.take(len as u64))
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() < len {
+        return Err(format!("{}, found {}", expected(), bytes.len()));
+    }
+    if read_up_to(reader, &mut [0u8])? > 0 {
+        return Err(format!("{}, found more", expected()));
+    }
+    if element.kind == b'b'
+        && let Some(i) = bytes.iter().position(|&b| b > 1)
+    {
+        return Err(format!("bool element {i} is {}, not 0 or 1", bytes[i]));
+    }
     if big_endian != cfg!(target_endian = "big") && element.size > 1 && element.kind != b'V' {
         for chunk in bytes.chunks_exact_mut(element.size) {
             chunk.reverse();
         }
     }
-    if fortran_order && shape.len() > 1 {
+    if header.fortran_order && shape.len() > 1 {
         bytes = fortran_to_c(&bytes, &shape, element.size)?;
     }
     Ok(Array {
@@ -135,6 +178,21 @@ pub fn parse(mut file: Vec<u8>) -> Result<Array, String> {
         shape,
         bytes,
     })
+}
+
+/// Fills as much of `buf` as `reader` holds; returns how much that was (less than `buf.len()`
+/// only at the end).
+fn read_up_to(reader: &mut dyn Read, buf: &mut [u8]) -> Result<usize, String> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(filled)
 }
 
 /// The start of an `.npy` file holding native-endian C-order data of `shape`: magic, version,
@@ -180,7 +238,7 @@ struct Header<'a> {
     shape: Vec<usize>,
 }
 
-/// How much of a malformed header an error message quotes (a header may be gigabytes long).
+/// How much of a malformed header an error message quotes.
 const QUOTED_HEADER_CHARS: usize = 120;
 
 impl<'a> Header<'a> {
@@ -391,6 +449,11 @@ fn fortran_to_c(bytes: &[u8], shape: &[usize], size: usize) -> Result<Vec<u8>, S
 mod tests {
     use super::*;
 
+    /// Reads a whole file held in memory, its size known, as a regular file is read.
+    fn parse(file: Vec<u8>) -> Result<Array, String> {
+        read(&mut &file[..], Some(file.len() as u64))
+    }
+
     fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
         let mut file = header(element, shape);
         file.extend_from_slice(bytes);
@@ -450,8 +513,8 @@ mod tests {
     }
 
     #[test]
-    fn a_long_malformed_header_is_quoted_in_part() {
-        let header = format!("{{'descr': '<f4', 'shape': ({}", "1, ".repeat(100_000));
+    fn a_malformed_header_is_quoted_in_part() {
+        let header = format!("{{'descr': '<f4', 'shape': ({}", "1, ".repeat(3_000));
         let mut file = MAGIC.to_vec();
         file.extend_from_slice(&[2, 0]);
         file.extend_from_slice(&(header.len() as u32).to_le_bytes());
@@ -462,5 +525,50 @@ mod tests {
             "{error}"
         );
         assert!(error.len() < 200 && error.ends_with("..."), "{error}");
+    }
+
+    #[test]
+    fn a_header_longer_than_numpy_reads_is_refused_unread() {
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&[2, 0]);
+        file.extend_from_slice(&u32::MAX.to_le_bytes());
+        // Nothing follows: the length alone is refused, before any of the header is read.
+        let error = read(&mut &file[..], None).unwrap_err();
+        assert!(error.contains("announces 4294967295 bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_stream_is_read_to_what_its_header_announces_and_one_byte_more() {
+        let file = serialize(ElementType::of(DType::F32), &[2], &[0; 8]);
+        let array = read(&mut &file[..], None).unwrap();
+        assert_eq!(array.bytes, [0; 8]);
+        // A stream without end (an archive bomb's member): one byte past the announced data
+        // is read, not the rest.
+        let mut endless = (&file[..]).chain(std::io::repeat(7));
+        let error = read(&mut endless, None).unwrap_err();
+        assert!(error.ends_with(", found more"), "{error}");
+        let error = read(&mut &file[..file.len() - 1], None).unwrap_err();
+        assert!(error.ends_with(", found 7"), "{error}");
+        // A known size that disagrees with the header is refused before the data is read.
+        let error = read(&mut &file[..], Some(1 << 40));
+        assert!(
+            error.unwrap_err().contains("found 1099511627"),
+            "size checked first"
+        );
+    }
+
+    #[test]
+    fn bools_other_than_0_and_1_are_refused() {
+        let file = serialize(ElementType::of(DType::Bool), &[3], &[0, 1, 2]);
+        assert_eq!(parse(file).unwrap_err(), "bool element 2 is 2, not 0 or 1");
+    }
+
+    #[test]
+    fn truncated_headers_are_refused() {
+        let file = serialize(ElementType::of(DType::F32), &[2], &[0; 8]);
+        for end in [3, 6, 9, 20] {
+            let error = parse(file[..end].to_vec()).unwrap_err();
+            assert!(error.contains(".npy"), "{end}: {error}");
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Arrays on the command line: `FILE.npy`, one array of an `.npz` archive (`FILE.npz:NAME`),
-//! or a whole archive; reading them and writing them atomically.
+//! or a whole archive; reading them (with the bounds of [`crate::files`]) and writing them.
 //!
 //! An `.npz` file is what `numpy.savez` writes: a zip archive with one `NAME.npy` member per
 //! array, stored (`savez`) or deflated (`savez_compressed`). The [`zip`] crate reads the archive;
@@ -8,15 +8,15 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use zip::result::ZipError;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
-use crate::buffer;
 use crate::failure::{Failure, Result};
+use crate::files::{self, Input};
 use crate::npy::{self, Array};
 
 /// Where an array is: a file, and for an `.npz` archive the name of the array in it.
@@ -83,7 +83,7 @@ impl Archive {
     /// # Errors
     /// The file cannot be read or is not a zip archive.
     pub fn open(path: &Path) -> Result<Archive> {
-        let file = File::open(path).map_err(|e| Failure::io("read", path, e))?;
+        let file = Input::open(path)?.into_file();
         let zip = ZipArchive::new(BufReader::new(file)).map_err(|e| {
             Failure::usage(format!(
                 "{}: not an .npz archive (a zip file of .npy arrays): {e}",
@@ -134,14 +134,11 @@ impl Archive {
             }
             Err(e) => return Err(Failure::usage(format!("cannot read {at}: {e}"))),
         };
-        // The declared size is the archive's word, not a fact: a larger member grows the buffer
-        // as it is read, fallibly, and a smaller one leaves room unused.
-        let declared = usize::try_from(member.size()).unwrap_or(usize::MAX);
-        let mut bytes = buffer::with_capacity(declared, format_args!("the contents of {at}"))?;
-        member
-            .read_to_end(&mut bytes)
-            .map_err(|e| Failure::usage(format!("cannot read {at}: {e}")))?;
-        npy::parse(bytes).map_err(|e| Failure::usage(format!("{at}: {e}")))
+        // The member is inflated only as far as its own `.npy` header announces (and one byte
+        // more): a member that inflates past it, or whose size in the archive disagrees, is
+        // refused without inflating the rest.
+        let declared = member.size();
+        npy::read(&mut member, Some(declared)).map_err(|e| Failure::usage(format!("{at}: {e}")))
     }
 }
 
@@ -178,39 +175,54 @@ pub fn read_array(path: &ArrayPath) -> Result<Array> {
 /// # Errors
 /// The file cannot be read, is not valid `.npy`, or does not fit in memory.
 pub fn read_npy(path: &Path) -> Result<Array> {
-    let bytes = buffer::read_file(path)?;
-    npy::parse(bytes).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
+    let mut input = Input::open(path)?;
+    let len = input.len();
+    npy::read(&mut BufReader::new(input.file()), Some(len))
+        .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 
 /// Writes an array (its `.npy` header and data) to `path`: an `.npy` file, or an `.npz`
-/// archive holding it alone as `name` (default `output`). The file is written atomically (see
-/// [`write_atomically`]).
+/// archive holding it alone as `name` (default `output`). The file is written whole or not at
+/// all, or written through if it is a device or a FIFO (see [`files`]).
 ///
 /// # Errors
 /// The file cannot be written.
 pub fn write_array(path: &ArrayPath, header: &[u8], data: &[u8]) -> Result<()> {
     if !path.is_npz() {
-        return write_atomically(&path.file, |file| {
-            file.write_all(header)?;
-            file.write_all(data)
-        });
+        return files::write_together(&[(&path.file, &[header, data])]);
     }
     let name = path.member.as_deref().unwrap_or(DEFAULT_MEMBER);
-    write_atomically(&path.file, |file| {
-        let mut zip = ZipWriter::new(StopAtFirstError::new(file));
-        let size = (header.len() as u64).saturating_add(data.len() as u64);
-        // Stored, as `numpy.savez` writes (a gather's output rarely compresses well, and a
-        // stored member is read back without a copy through a decompressor).
-        let options = SimpleFileOptions::default()
-            .compression_method(CompressionMethod::Stored)
-            .large_file(size >= u64::from(u32::MAX));
-        zip.start_file(format!("{name}.npy"), options)
-            .map_err(io::Error::other)?;
-        zip.write_all(header)?;
-        zip.write_all(data)?;
-        zip.finish().map_err(io::Error::other)?;
-        Ok(())
+    files::write_one(&path.file, |output| {
+        let member = format!("{name}.npy");
+        let through = output.is_through();
+        let file = StopAtFirstError::new(output.file());
+        // A FIFO or a device cannot seek back to fill in the member's sizes: zip's streaming
+        // form puts them after the data instead.
+        match through {
+            true => write_member(ZipWriter::new_stream(file), &member, header, data),
+            false => write_member(ZipWriter::new(file), &member, header, data),
+        }
     })
+}
+
+/// Writes the archive of one stored member, `member`, holding `header` then `data`.
+fn write_member<W: Write + io::Seek>(
+    mut zip: ZipWriter<W>,
+    member: &str,
+    header: &[u8],
+    data: &[u8],
+) -> io::Result<()> {
+    let size = (header.len() as u64).saturating_add(data.len() as u64);
+    // Stored, as `numpy.savez` writes (a gather's output rarely compresses well, and a
+    // stored member is read back without a copy through a decompressor).
+    let options = SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Stored)
+        .large_file(size >= u64::from(u32::MAX));
+    zip.start_file(member, options).map_err(io::Error::other)?;
+    zip.write_all(header)?;
+    zip.write_all(data)?;
+    zip.finish().map_err(io::Error::other)?;
+    Ok(())
 }
 
 /// A writer that fails once and then accepts and drops every write: a `ZipWriter` dropped
@@ -265,76 +277,3 @@ impl<W: io::Seek> io::Seek for StopAtFirstError<W> {
 
 /// The array name of a written `.npz` that `-o` does not name.
 pub const DEFAULT_MEMBER: &str = "output";
-
-/// A new temporary file in `dir` (which an output is renamed from when complete), readable by
-/// all once renamed, as an ordinary output.
-///
-/// # Errors
-/// The file cannot be created.
-pub fn temporary_in(dir: &Path) -> Result<tempfile::NamedTempFile> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".gather-jit-").suffix(".tmp");
-    // A temporary file is private (0600); the output is an ordinary file.
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
-    builder
-        .tempfile_in(dir)
-        .map_err(|e| Failure::io("create a temporary file in", dir, e))
-}
-
-/// Writes `path` through `write` on a temporary file in `path`'s directory, renamed to `path`
-/// only when complete, so that `path` is either untouched or whole.
-///
-/// # Errors
-/// The temporary file cannot be made, written or renamed.
-pub fn write_atomically(
-    path: &Path,
-    write: impl FnOnce(&mut File) -> io::Result<()>,
-) -> Result<()> {
-    let mut file = temporary_in(directory_of(path))?;
-    let written = write(file.as_file_mut()).and_then(|()| file.as_file().sync_all());
-    written.map_err(|e| Failure::io("write", file.path(), e))?;
-    file.persist(path)
-        .map_err(|e| Failure::io("write", path, e.error))?;
-    Ok(())
-}
-
-/// Writes every file of `files` (path and contents) or none: each to a temporary file in its
-/// own directory first, then each renamed into place in order, so that a failure to create or
-/// write any of them leaves nothing behind. If a rename fails, the files already renamed are
-/// removed again (one that had replaced an earlier file of its name leaves neither).
-///
-/// # Errors
-/// A temporary file cannot be made, written or renamed.
-pub fn write_together(files: &[(&Path, &[u8])]) -> Result<()> {
-    let mut temps = Vec::with_capacity(files.len());
-    for &(path, bytes) in files {
-        // On an error, dropping `temps` removes the temporary files written so far.
-        let mut file = temporary_in(directory_of(path))?;
-        let written = file
-            .write_all(bytes)
-            .and_then(|()| file.as_file().sync_all());
-        written.map_err(|e| Failure::io("write", path, e))?;
-        temps.push((file, path));
-    }
-    let mut renamed = Vec::with_capacity(files.len());
-    // Leaving the loop early drops the temporary files not yet renamed, which removes them.
-    for (file, path) in temps {
-        if let Err(e) = file.persist(path) {
-            for done in renamed {
-                let _ = std::fs::remove_file(done);
-            }
-            return Err(Failure::io("write", path, e.error));
-        }
-        renamed.push(path);
-    }
-    Ok(())
-}
-
-/// The directory a file is written in (`.` for a bare file name).
-fn directory_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    }
-}

@@ -1,6 +1,5 @@
 //! `gather-jit run`: one op on `.npy` and `.npz` files.
 
-use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -12,6 +11,7 @@ use serde_json::json;
 
 use crate::buffer;
 use crate::failure::{Failure, Result};
+use crate::files;
 use crate::npy::{self, Array, ElementType};
 use crate::npz::{Archive, ArrayPath, DEFAULT_MEMBER, read_array, write_array};
 use crate::op_kernel::{OpKernel, OpSignature};
@@ -99,7 +99,12 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
     }
     let files = InputFiles::of(args, quantization, is_scatter)?;
     let output_path = ArrayPath::parse(&args.output);
-    refuse_to_overwrite(&output_path.file, &files.roles())?;
+    files::check_extension(
+        &output_path.file,
+        &["npy", "npz"],
+        "run -o writes an .npy file or an .npz archive (OUT.npz:NAME names its array)",
+    )?;
+    files::refuse_to_overwrite(&output_path.file, &files.roles())?;
     let (mut data, indices) = files.read_data_and_indices()?;
     let read_optional = |path: &Option<ArrayPath>| -> Result<Option<Input>> {
         let Some(path) = path else { return Ok(None) };
@@ -335,20 +340,20 @@ impl InputFiles {
         })
     }
 
-    /// Each input file with its role, for [`refuse_to_overwrite`].
+    /// Each input file with its role, for [`files::refuse_to_overwrite`].
     fn roles(&self) -> Vec<(&'static str, &Path)> {
         let mut roles = vec![
-            ("data", self.data.file.as_path()),
-            ("indices", self.indices.file.as_path()),
+            ("data input", self.data.file.as_path()),
+            ("indices input", self.indices.file.as_path()),
         ];
         if let Some(scales) = &self.scales {
-            roles.push(("scales", scales.file.as_path()));
+            roles.push(("scales input", scales.file.as_path()));
         }
         if let Some(zero_points) = &self.zero_points {
-            roles.push(("zero points", zero_points.file.as_path()));
+            roles.push(("zero points input", zero_points.file.as_path()));
         }
         if let Some(updates) = &self.updates {
-            roles.push(("updates", updates.file.as_path()));
+            roles.push(("updates input", updates.file.as_path()));
         }
         roles
     }
@@ -428,34 +433,6 @@ fn one_archive<const N: usize>(args: &RunArgs, names: [&str; N]) -> Result<[Arra
         file: data.file.clone(),
         member: Some(name.to_string()),
     }))
-}
-
-/// Fails if `output` is the same file as one of `inputs` (the same path, or the same file
-/// through a symlink or a hard link): the rename over it would replace an input.
-pub(crate) fn refuse_to_overwrite(output: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
-    for &(role, input) in inputs {
-        if same_file(output, input) {
-            return Err(Failure::usage(format!(
-                "the output {} is the same file as the {role} input {}: inputs are never overwritten, write the output elsewhere",
-                output.display(),
-                input.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Whether `a` and `b` name one existing file (after following symlinks).
-pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let (Ok(a), Ok(b)) = (fs::metadata(a), fs::metadata(b)) {
-            return (a.dev(), a.ino()) == (b.dev(), b.ino());
-        }
-    }
-    // A path that does not exist (yet) fails to resolve: it is not a file that was read.
-    matches!((fs::canonicalize(a), fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
 }
 
 fn dtype_name(array: &Array) -> &'static str {

@@ -42,6 +42,19 @@ pub(super) fn check_symbol<'a>(
     if C_KEYWORDS.contains(&symbol) {
         return invalid("a C or C++ keyword");
     }
+    // A name the C program the object is linked into, or its C library, already defines would
+    // collide at link time or, worse, silently take the place of the library's.
+    if C_PROGRAM_NAMES.contains(&symbol) {
+        return invalid("a name a C program or its C library defines");
+    }
+    let mut rest = symbol.chars().skip(1);
+    if symbol.starts_with('_')
+        && rest
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_uppercase())
+    {
+        return invalid("reserved for the C implementation (starts with __, or _ and a capital)");
+    }
     if taken.clone().any(|other| other == symbol) {
         return invalid("already exported by this object");
     }
@@ -63,6 +76,77 @@ pub(super) fn check_symbol<'a>(
     }
     Ok(())
 }
+
+/// Names that a C program (`main`) or the C library it links (the functions and objects of C's
+/// standard headers a program most commonly meets, and the startup and POSIX names beside
+/// them) defines: not the whole of any libc, but the ones an export would shadow by accident.
+const C_PROGRAM_NAMES: &[&str] = &[
+    "main",
+    "errno",
+    "environ",
+    "exit",
+    "_exit",
+    "abort",
+    "atexit",
+    "at_quick_exit",
+    "quick_exit",
+    "malloc",
+    "calloc",
+    "realloc",
+    "free",
+    "aligned_alloc",
+    "posix_memalign",
+    "memcmp",
+    "memchr",
+    "strlen",
+    "strcmp",
+    "strncmp",
+    "strcpy",
+    "strncpy",
+    "strcat",
+    "strchr",
+    "strdup",
+    "printf",
+    "fprintf",
+    "sprintf",
+    "snprintf",
+    "vprintf",
+    "puts",
+    "putchar",
+    "getchar",
+    "fopen",
+    "fclose",
+    "fread",
+    "fwrite",
+    "fflush",
+    "stdin",
+    "stdout",
+    "stderr",
+    "read",
+    "write",
+    "open",
+    "close",
+    "signal",
+    "raise",
+    "system",
+    "getenv",
+    "setenv",
+    "time",
+    "clock",
+    "sleep",
+    "qsort",
+    "bsearch",
+    "abs",
+    "labs",
+    "rand",
+    "srand",
+    "setjmp",
+    "longjmp",
+    "assert",
+    "_start",
+    "_init",
+    "_fini",
+];
 
 /// Keywords of C and C++ that a declaration cannot take as a function name.
 const C_KEYWORDS: &[&str] = &[

@@ -18,13 +18,14 @@ use gather_jit_tract::{
     GatherBlockQuantized, JitGather, JitScatter, QuantizedEngine, catch_panic, dtype_of,
     run_checked,
 };
+use prost::Message;
 use serde_json::json;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::plan::SimpleState;
 
 use crate::failure::{Failure, Result};
+use crate::files::{self, Cap};
 use crate::npy::{self, ElementType};
-use crate::{npz, run};
 use inputs::Inputs;
 use reference::{References, Tolerance};
 
@@ -112,23 +113,37 @@ struct Loaded {
 }
 
 /// Parses `path` with JIT-backed gathers or tract's own, under [`catch_panic`]: tract panics
-/// on some damaged files instead of returning an error.
+/// on some damaged files instead of returning an error. The file and the external data files
+/// it names are read under the CLI's file policy ([`files`]): regular files, the model at most
+/// a protobuf message's 2 GiB.
 fn parse(path: &Path, native: bool) -> Result<InferenceModel> {
     let framework = match native {
         true => gather_jit_tract::onnx_native(),
         false => gather_jit_tract::onnx(),
     };
-    // gather-jit-tract's loader: tract's parser, after converting the INT4 / UINT4 tables of
-    // GatherBlockQuantized nodes, which tract cannot read, to the op's uint8 form.
-    catch_panic("tract's parser", || {
-        gather_jit_tract::model_for_path(&framework, path)
-    })
-    .map_err(|e| {
+    let bytes = files::read_whole(path, Cap::PROTOBUF)?;
+    let cannot = |e: &dyn std::fmt::Display| {
         Failure::usage(format!(
             "{}: tract cannot read this model: {e:#}",
             path.display()
         ))
+    };
+    let proto = catch_panic("the ONNX decoder", || {
+        tract_onnx::pb::ModelProto::decode(&bytes[..]).map_err(TractError::from)
     })
+    .map_err(|e| cannot(&e))?;
+    drop(bytes);
+    // As tract's `model_for_path`: external data is found next to the model.
+    let dir = path.parent().and_then(Path::to_str);
+    if let Some(graph) = &proto.graph {
+        tensors::check_external_data(graph, Path::new(dir.unwrap_or("")))?;
+    }
+    // gather-jit-tract's loader: tract's parser, after converting the INT4 / UINT4 tables of
+    // GatherBlockQuantized nodes, which tract cannot read, to the op's uint8 form.
+    catch_panic("tract's parser", || {
+        gather_jit_tract::model_for_proto(&framework, proto, dir)
+    })
+    .map_err(|e| cannot(&e))
 }
 
 /// Analyses and optimises the parsed `model` of `path` (its inputs pinned), each of tract's
@@ -306,7 +321,7 @@ fn output_files(
             ))
         })?;
         let path = dir.join(file);
-        run::refuse_to_overwrite(&path, reads)?;
+        files::refuse_to_overwrite(&path, reads)?;
         files.push((path, ElementType::of(dtype)));
     }
     Ok(files)
@@ -365,10 +380,9 @@ fn unique_file_name(name: &str, taken: &[String]) -> String {
     file
 }
 
-/// Writes each output to its file: all to temporary files in `dir` first, then each renamed
-/// into place, so that nothing is written unless every output can be. On a failure the
-/// temporary files are removed, and so are the outputs already renamed (and `dir` if this call
-/// made it and it is empty again).
+/// Writes each output to its file, all or none (see [`files::write_together`]; an output file
+/// that is a FIFO or a device is written through). On a failure `dir` is removed again if this
+/// call made it and it is empty.
 fn write_outputs(
     dir: &Path,
     files: &[(PathBuf, ElementType)],
@@ -376,64 +390,37 @@ fn write_outputs(
 ) -> Result<()> {
     let made_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| Failure::io("create", dir, e))?;
-    let undo = |renamed: &[&PathBuf]| {
-        for path in renamed {
-            let _ = std::fs::remove_file(path);
-        }
-        if made_dir {
-            // Only if empty: another program may have put something there meanwhile.
-            let _ = std::fs::remove_dir(dir);
-        }
-    };
-    let mut temps = Vec::new();
-    for ((path, element), output) in files.iter().zip(outputs) {
-        match write_temporary(dir, path, *element, output) {
-            Ok(temp) => temps.push((temp, path)),
-            Err(e) => {
-                // Dropping `temps` removes the temporary files written so far.
-                drop(temps);
-                undo(&[]);
-                return Err(e);
-            }
-        }
+    let written = write_files(files, outputs);
+    if written.is_err() && made_dir {
+        // Only if empty: another program may have put something there meanwhile.
+        let _ = std::fs::remove_dir(dir);
     }
-    // The renames are the last step. If one fails, the outputs already renamed are removed,
-    // so that none of this run's outputs is left; a file that one of them had replaced (an
-    // output of an earlier run of the same name) is gone with it, which a rename cannot undo.
-    let mut renamed = Vec::new();
-    for (temp, path) in temps {
-        if let Err(e) = temp.persist(path) {
-            undo(&renamed);
-            return Err(Failure::io("write", path, e.error));
-        }
-        renamed.push(path);
-    }
-    Ok(())
+    written
 }
 
-/// `output` as a complete `.npy` file in a temporary file of `dir` (removed when dropped),
-/// which will become `path` (named in errors).
-fn write_temporary(
-    dir: &Path,
-    path: &Path,
-    element: ElementType,
-    output: &Tensor,
-) -> Result<tempfile::NamedTempFile> {
-    // tract's tensors can keep their bytes in a storage of their own; a model output normally
-    // is plain, and one that is not is an error rather than tract's panic.
-    let bytes = output.try_as_plain_ram().map_err(|e| {
-        Failure::usage(format!(
-            "{}: the output's bytes cannot be read: {e}",
-            path.display()
-        ))
-    })?;
-    let mut file = npz::temporary_in(dir)?;
-    let header = npy::header(element, output.shape());
-    let written = (file.write_all(&header))
-        .and_then(|()| file.write_all(bytes.as_bytes()))
-        .and_then(|()| file.as_file().sync_all());
-    written.map_err(|e| Failure::io("write", path, e))?;
-    Ok(file)
+/// Writes each output (header and bytes) to its file, all or none.
+fn write_files(files: &[(PathBuf, ElementType)], outputs: &TVec<TValue>) -> Result<()> {
+    let mut headers = Vec::with_capacity(files.len());
+    let mut bodies = Vec::with_capacity(files.len());
+    for ((path, element), output) in files.iter().zip(outputs) {
+        // tract's tensors can keep their bytes in a storage of their own; a model output
+        // normally is plain, and one that is not is an error rather than tract's panic.
+        let bytes = output.try_as_plain_ram().map_err(|e| {
+            Failure::usage(format!(
+                "{}: the output's bytes cannot be read: {e}",
+                path.display()
+            ))
+        })?;
+        headers.push(npy::header(*element, output.shape()));
+        bodies.push(bytes.as_bytes());
+    }
+    let pieces: Vec<[&[u8]; 2]> = (headers.iter().zip(&bodies))
+        .map(|(header, body)| [&header[..], body])
+        .collect();
+    let files: Vec<(&Path, &[&[u8]])> = (files.iter().zip(&pieces))
+        .map(|((path, _), pieces)| (path.as_path(), &pieces[..]))
+        .collect();
+    files::write_together(&files)
 }
 
 /// Whether two outputs are the same: plain numbers bit for bit (NaN payloads included), other
@@ -528,7 +515,7 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     };
     let files = match &args.output_dir {
         Some(dir) => {
-            let mut reads: Vec<(String, &Path)> = vec![("model".into(), &args.file)];
+            let mut reads: Vec<(String, &Path)> = vec![("model input".into(), &args.file)];
             reads.extend(given.files());
             reads.extend(references.iter().flat_map(References::files));
             let reads: Vec<(&str, &Path)> = (reads.iter())

@@ -74,7 +74,7 @@ impl References {
     /// The reference files, as `(role, path)` for `-o`'s check that no output replaces one.
     pub(super) fn files(&self) -> Vec<(String, &Path)> {
         (self.slots.iter().flatten())
-            .map(|found| ("reference".to_string(), found.file.as_path()))
+            .map(|found| ("reference input".to_string(), found.file.as_path()))
             .collect()
     }
 

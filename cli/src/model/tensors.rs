@@ -11,12 +11,13 @@
 use std::path::{Path, PathBuf};
 
 use gather_jit_tract::{check_allocation, datum_of};
-use tract_onnx::pb::TensorProto;
+use tract_onnx::pb::{GraphProto, TensorProto};
 use tract_onnx::prelude::*;
 
 use crate::failure::{Failure, Result};
+use crate::files::{self, Cap, Input};
 use crate::npy::Array;
-use crate::{buffer, npz};
+use crate::npz;
 
 /// A tensor read from a file, and where it came from.
 pub(super) struct Found {
@@ -130,7 +131,7 @@ pub(super) fn array_tensor(mut array: Array, at: &str) -> Result<Tensor> {
 /// Reads a `TensorProto` file: its tensor and the name it carries (`None` if empty).
 fn read_pb(path: &Path) -> Result<(Tensor, Option<String>)> {
     let at = path.display().to_string();
-    let bytes = buffer::read_file(path)?;
+    let bytes = files::read_whole(path, Cap::PROTOBUF)?;
     // prost allocates as it decodes, infallibly: ask for what it may need first.
     let need = decoded_bound(&bytes)
         .map_err(|e| Failure::usage(format!("{at}: not an ONNX TensorProto: {e}")))?;
@@ -257,6 +258,11 @@ fn proto_tensor(mut proto: TensorProto, at: &str) -> Result<Tensor> {
             ))),
         }
     };
+    if !proto.raw_data.is_empty() && has_values(&proto) {
+        return Err(bad(
+            "both raw_data and a typed field hold values (ONNX takes one or the other)".into(),
+        ));
+    }
     if !proto.raw_data.is_empty() || (count > 0 && dt != DatumType::String && !has_values(&proto)) {
         if dt == DatumType::String {
             return Err(bad(
@@ -433,7 +439,7 @@ pub(super) fn read_set(path: &Path, role: Role) -> Result<Vec<Found>> {
                 key,
                 tensor,
             });
-        } else if let Some(stem) = name.strip_suffix(".npy").filter(|_| file.is_file()) {
+        } else if let Some(stem) = name.strip_suffix(".npy") {
             let tensor = array_tensor(npz::read_npy(&file)?, &at)?;
             found.push(Found {
                 at,
@@ -526,6 +532,36 @@ pub(super) fn match_set(
         slots[slot] = Some(file);
     }
     Ok(slots)
+}
+
+/// Checks the external data files that the tensors of `graph` (and of its subgraphs) name,
+/// relative to `dir`, under the file policy: each must be a regular file. tract reads them
+/// itself (a memory map of the file, bounds-checked against the offset and length each tensor
+/// declares), and its `open` would wait forever on a FIFO.
+///
+/// # Errors
+/// A location that is a FIFO, a device, a socket or a directory, or cannot be opened.
+pub(super) fn check_external_data(graph: &GraphProto, dir: &Path) -> Result<()> {
+    let mut tensors: Vec<&TensorProto> = graph.initializer.iter().collect();
+    for sparse in &graph.sparse_initializer {
+        tensors.extend(sparse.values.iter().chain(&sparse.indices));
+    }
+    for attribute in graph.node.iter().flat_map(|node| &node.attribute) {
+        tensors.extend(attribute.t.iter().chain(&attribute.tensors));
+        for subgraph in attribute.g.iter().chain(&attribute.graphs) {
+            check_external_data(subgraph, dir)?;
+        }
+    }
+    for tensor in tensors {
+        let location = tensor
+            .external_data
+            .iter()
+            .find(|entry| entry.key == "location");
+        if let Some(location) = location {
+            Input::open(&dir.join(&location.value))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,14 +18,14 @@
 mod text;
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use gather_jit::{DType, Flavor, IndexType, Op, Options, Signature};
 use roxmltree::{Document, Node, ParsingOptions};
 
 use crate::failure::{Failure, Result};
+use crate::files::Input;
 use crate::random::XorShift;
 use crate::report::{Case, shape_text};
 use crate::values::dtype_named;
@@ -212,15 +212,13 @@ impl<'a, 'input> Model<'a, 'input> {
             return Err(not_found());
         };
         // Only the constant's bytes are read: a model's weights may be larger than memory.
-        let mut file = match File::open(bin) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found()),
-            Err(e) => return Err(Failure::io("read", bin, e)),
+        let mut input = match Input::open(bin) {
+            Ok(input) => input,
+            Err(_) if !bin.exists() => return Err(not_found()),
+            Err(e) => return Err(e),
         };
-        let file_len = file
-            .metadata()
-            .map_err(|e| Failure::io("read", bin, e))?
-            .len();
+        let file_len = input.len();
+        let file = input.file();
         if offset.checked_add(size).is_none_or(|end| end > file_len) {
             return Err(Failure::usage(format!(
                 "the .bin file is too short for the axis Const (layer {from}) at offset {offset}"
