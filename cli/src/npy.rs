@@ -85,17 +85,29 @@ pub struct Array {
 /// is refused before it is read.
 pub const MAX_HEADER_LEN: usize = 10_000;
 
+/// What is known of the length of an `.npy` file before it is read.
+#[derive(Clone, Copy, Debug)]
+pub enum Length {
+    /// A regular file's length: the data is reserved whole once it matches the header.
+    Known(u64),
+    /// What another header says (an archive's word for its member): a length that differs
+    /// from the `.npy` header's is refused, but the buffer grows only as bytes arrive, so a
+    /// lying archive costs what its member really holds.
+    Declared(u64),
+}
+
+/// The most reserved ahead of the bytes of a stream that has not proven its length.
+const STREAM_RESERVE: usize = 1 << 24;
+
 /// Reads an `.npy` file from `reader` with a bound: the header first, then exactly the bytes
-/// its shape and `descr` announce, then one byte more to prove the end. `size` is the file's
-/// length where it is known (a regular file, an archive member's declared size): a length
-/// that differs from what the header announces is refused before any data is read or
-/// allocated.
+/// its shape and `descr` announce, then one byte more to prove the end. A `length` that
+/// differs from what the header announces is refused before any data is read or allocated.
 ///
 /// # Errors
 /// A message naming what is wrong: magic, version, a header past [`MAX_HEADER_LEN`], an
 /// unsupported `descr`, a data length that does not match the shape, a bool byte other than 0
 /// or 1, or no memory for the data.
-pub fn read(reader: &mut dyn Read, size: Option<u64>) -> Result<Array, String> {
+pub fn read(reader: &mut dyn Read, length: Length) -> Result<Array, String> {
     let mut prefix = [0u8; 12];
     let got = read_up_to(reader, &mut prefix[..10])?;
     if got < MAGIC.len() || !prefix.starts_with(MAGIC) {
@@ -141,19 +153,30 @@ pub fn read(reader: &mut dyn Read, size: Option<u64>) -> Result<Array, String> {
             header.descr
         )
     };
-    if let Some(size) = size {
-        let body = size.saturating_sub((header_start + header_len) as u64);
-        if body != len as u64 {
-            return Err(format!("{}, found {body}", expected()));
+    let reserve = match length {
+        Length::Known(size) | Length::Declared(size) => {
+            let body = size.saturating_sub((header_start + header_len) as u64);
+            if body != len as u64 {
+                return Err(format!("{}, found {body}", expected()));
+            }
+            if let Length::Known(_) = length {
+                len
+            } else {
+                len.min(STREAM_RESERVE)
+            }
         }
-    }
+    };
     let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(len)
-        .map_err(|_| format!("cannot allocate {len} bytes for the data"))?;
+    let no_memory = || format!("cannot allocate {len} bytes for the data");
+    bytes.try_reserve_exact(reserve).map_err(|_| no_memory())?;
+    // read_to_end grows the buffer fallibly past `reserve` (an OutOfMemory error, not an
+    // abort).
     (reader.take(len as u64))
         .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::OutOfMemory => no_memory(),
+            _ => e.to_string(),
+        })?;
     if bytes.len() < len {
         return Err(format!("{}, found {}", expected(), bytes.len()));
     }
@@ -451,7 +474,7 @@ mod tests {
 
     /// Reads a whole file held in memory, its size known, as a regular file is read.
     fn parse(file: Vec<u8>) -> Result<Array, String> {
-        read(&mut &file[..], Some(file.len() as u64))
+        read(&mut &file[..], Length::Known(file.len() as u64))
     }
 
     fn serialize(element: ElementType, shape: &[usize], bytes: &[u8]) -> Vec<u8> {
@@ -533,24 +556,25 @@ mod tests {
         file.extend_from_slice(&[2, 0]);
         file.extend_from_slice(&u32::MAX.to_le_bytes());
         // Nothing follows: the length alone is refused, before any of the header is read.
-        let error = read(&mut &file[..], None).unwrap_err();
+        let error = read(&mut &file[..], Length::Declared(1 << 33)).unwrap_err();
         assert!(error.contains("announces 4294967295 bytes"), "{error}");
     }
 
     #[test]
     fn a_stream_is_read_to_what_its_header_announces_and_one_byte_more() {
         let file = serialize(ElementType::of(DType::F32), &[2], &[0; 8]);
-        let array = read(&mut &file[..], None).unwrap();
+        let declared = Length::Declared(file.len() as u64);
+        let array = read(&mut &file[..], declared).unwrap();
         assert_eq!(array.bytes, [0; 8]);
-        // A stream without end (an archive bomb's member): one byte past the announced data
-        // is read, not the rest.
+        // A stream without end (an archive bomb's member that its archive lies about): one
+        // byte past the announced data is read, not the rest.
         let mut endless = (&file[..]).chain(std::io::repeat(7));
-        let error = read(&mut endless, None).unwrap_err();
+        let error = read(&mut endless, declared).unwrap_err();
         assert!(error.ends_with(", found more"), "{error}");
-        let error = read(&mut &file[..file.len() - 1], None).unwrap_err();
+        let error = read(&mut &file[..file.len() - 1], declared).unwrap_err();
         assert!(error.ends_with(", found 7"), "{error}");
         // A known size that disagrees with the header is refused before the data is read.
-        let error = read(&mut &file[..], Some(1 << 40));
+        let error = read(&mut &file[..], Length::Declared(1 << 40));
         assert!(
             error.unwrap_err().contains("found 1099511627"),
             "size checked first"

@@ -17,7 +17,7 @@ use zip::{CompressionMethod, ZipArchive, ZipWriter};
 
 use crate::failure::{Failure, Result};
 use crate::files::{self, Input};
-use crate::npy::{self, Array};
+use crate::npy::{self, Array, Length};
 
 /// Where an array is: a file, and for an `.npz` archive the name of the array in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +71,10 @@ pub fn is_npz(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("npz"))
 }
 
-/// An `.npz` archive opened for reading.
-pub struct Archive {
+/// An `.npz` archive opened for reading (from a file, or any reader that can seek).
+pub struct Archive<R = BufReader<File>> {
     path: PathBuf,
-    zip: ZipArchive<BufReader<File>>,
+    zip: ZipArchive<R>,
 }
 
 impl Archive {
@@ -84,7 +84,17 @@ impl Archive {
     /// The file cannot be read or is not a zip archive.
     pub fn open(path: &Path) -> Result<Archive> {
         let file = Input::open(path)?.into_file();
-        let zip = ZipArchive::new(BufReader::new(file)).map_err(|e| {
+        Archive::new(BufReader::new(file), path)
+    }
+}
+
+impl<R: io::Read + io::Seek> Archive<R> {
+    /// The archive `reader` holds; `path` names it in errors.
+    ///
+    /// # Errors
+    /// It is not a zip archive.
+    pub fn new(reader: R, path: &Path) -> Result<Archive<R>> {
+        let zip = ZipArchive::new(reader).map_err(|e| {
             Failure::usage(format!(
                 "{}: not an .npz archive (a zip file of .npy arrays): {e}",
                 path.display()
@@ -138,7 +148,8 @@ impl Archive {
         // more): a member that inflates past it, or whose size in the archive disagrees, is
         // refused without inflating the rest.
         let declared = member.size();
-        npy::read(&mut member, Some(declared)).map_err(|e| Failure::usage(format!("{at}: {e}")))
+        npy::read(&mut member, Length::Declared(declared))
+            .map_err(|e| Failure::usage(format!("{at}: {e}")))
     }
 }
 
@@ -177,7 +188,7 @@ pub fn read_array(path: &ArrayPath) -> Result<Array> {
 pub fn read_npy(path: &Path) -> Result<Array> {
     let mut input = Input::open(path)?;
     let len = input.len();
-    npy::read(&mut BufReader::new(input.file()), Some(len))
+    npy::read(&mut BufReader::new(input.file()), Length::Known(len))
         .map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }
 
