@@ -71,6 +71,10 @@ pub fn main(args: &AotArgs, out: &mut dyn Write) -> Result<()> {
         None => default_symbol(args.op.kind()?),
     };
     check_destinations(&args.output, args.header.as_deref())?;
+    let destinations = std::iter::once(args.output.as_path()).chain(args.header.as_deref());
+    for path in destinations.clone() {
+        files::refuse_json_to_stdout(path, args.json)?;
+    }
     let (object, kernel) = object(&target, &sig, &symbol)?;
     let header = args
         .header
@@ -107,6 +111,10 @@ pub fn main(args: &AotArgs, out: &mut dyn Write) -> Result<()> {
             "code_bytes": kernel.machine_code().len(),
         });
         outln!(out, "{json}");
+        return Ok(());
+    }
+    // Written to standard output, the object (or the header) is all it says.
+    if destinations.into_iter().any(files::is_stdout) {
         return Ok(());
     }
     outln!(

@@ -200,6 +200,26 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     matches!((fs::canonicalize(a), fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
 }
 
+/// Whether `path` is this process's standard output (`/dev/stdout`, or the file or terminal
+/// it is): what a command prints there would land in the middle of what it writes.
+pub fn is_stdout(path: &Path) -> bool {
+    same_file(path, Path::new("/dev/stdout"))
+}
+
+/// Refuses `--json` with an output that is standard output, where the JSON goes too.
+///
+/// # Errors
+/// Both at once.
+pub fn refuse_json_to_stdout(path: &Path, json: bool) -> Result<()> {
+    match json && is_stdout(path) {
+        true => Err(Failure::usage(format!(
+            "{} is standard output, where --json prints: give the output another path",
+            path.display()
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// How an output path is written.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {

@@ -104,6 +104,7 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
         &["npy", "npz"],
         "run -o writes an .npy file or an .npz archive (OUT.npz:NAME names its array)",
     )?;
+    files::refuse_json_to_stdout(&output_path.file, args.json)?;
     files::refuse_to_overwrite(&output_path.file, &files.roles())?;
     let (mut data, indices) = files.read_data_and_indices()?;
     let read_optional = |path: &Option<ArrayPath>| -> Result<Option<Input>> {
@@ -225,6 +226,10 @@ pub fn main(args: &RunArgs, out: &mut dyn Write) -> Result<()> {
             json["gather_ns"] = nanos(op_time).into();
         }
         outln!(out, "{json}");
+        return Ok(());
+    }
+    // Written to standard output, the output is all it says.
+    if files::is_stdout(&output_path.file) {
         return Ok(());
     }
     outln!(

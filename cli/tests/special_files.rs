@@ -435,6 +435,75 @@ fn outputs_that_are_fifos_or_devices_are_written_through() {
     assert!(fs::read_to_string(&header).unwrap().contains("#define"));
 }
 
+/// `-o /dev/stdout`: the output alone goes to standard output (no "wrote" line after it), and
+/// `--json`, which prints there too, is refused.
+#[test]
+fn standard_output_as_an_output_holds_the_output_alone() {
+    let inputs = Inputs::new();
+    let (data, ids) = (inputs.text("data.npy"), inputs.text("ids.npy"));
+    let args = ["run", "--op", "gather", &data, &ids, "-o", "/dev/stdout"];
+    let ran = run(&args);
+    ran.succeeded(&args);
+    let expected: Vec<u8> = [
+        6.0f32, 7.0, 8.0, 9.0, 10.0, 11.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0,
+    ]
+    .iter()
+    .flat_map(|v| v.to_le_bytes())
+    .collect();
+    assert_eq!(ran.stdout, npy("<f4", false, &[2, 6], &expected));
+    let args = [
+        "run",
+        "--op",
+        "gather",
+        &data,
+        &ids,
+        "-o",
+        "/dev/stdout",
+        "--json",
+    ];
+    let line = run(&args).refused(&args).to_string();
+    assert!(
+        line.contains("standard output, where --json prints"),
+        "{line}"
+    );
+    let args = [
+        "aot",
+        "--op",
+        "gather",
+        "--data-shape",
+        "4x6",
+        "--indices-shape",
+        "2",
+        "--target",
+        "host",
+        "-o",
+        "/dev/stdout",
+    ];
+    let ran = run(&args);
+    ran.succeeded(&args);
+    assert!(ran.stdout.starts_with(b"\x7fELF") && !ran.stdout.ends_with(b" bytes\n"));
+}
+
+/// A symbolic link as `-o`: the file it points to is replaced whole, and the link stays.
+#[test]
+fn an_output_through_a_link_replaces_the_file_and_keeps_the_link() {
+    let inputs = Inputs::new();
+    let (data, ids) = (inputs.text("data.npy"), inputs.text("ids.npy"));
+    let target = inputs.path("target.npy");
+    fs::write(&target, b"old").unwrap();
+    let link = inputs.path("link.npy");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let args = ["run", "--op", "gather", &data, &ids, "-o", utf8(&link)];
+    run(&args).succeeded(&args);
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(fs::read(&target).unwrap().starts_with(b"\x93NUMPY"));
+}
+
 /// An output named as the command does not write it: one line naming what it does write.
 #[test]
 fn outputs_with_other_extensions_are_refused() {
