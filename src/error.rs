@@ -9,7 +9,10 @@ use crate::types::{DType, Flavor, IndexType, OpName, ShapeDisplay};
 /// match the variants you act on, with `..` (for example [`Error::IndexOutOfRange`] to learn the
 /// bad index), and use [`Error::category`] for a stable short classification. Errors are made
 /// by this crate only.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// `Debug` reads as `Display` (what `fn main() -> Result<(), Error>` prints when it fails):
+/// the message, which names the op, what was wrong and where.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The flavor does not define this operator (e.g. `openvino-gather8` with GatherND).
@@ -346,6 +349,12 @@ pub enum Error {
         /// Why.
         reason: &'static str,
     },
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl Error {

@@ -954,3 +954,13 @@ fn documented_messages() {
         assert_eq!(error.to_string(), message);
     }
 }
+
+/// `fn main() -> Result<(), Error>` prints an error's `Debug`: it reads as its message.
+#[test]
+fn debug_reads_as_the_message() {
+    let error = Signature::gather(&[2, 3], &[4], 5, 0)
+        .validate()
+        .expect_err("axis 5 of rank 2");
+    assert_eq!(format!("{error:?}"), error.to_string());
+    assert!(format!("{error:?}").starts_with("Gather: "), "{error:?}");
+}
