@@ -1,5 +1,7 @@
-//! gather-jit: JIT-compiled Gather, GatherElements and GatherND kernels, with the exact
-//! semantics of ONNX, OpenVINO and TensorRT.
+//! gather-jit: JIT-compiled kernels for three op families, with the exact semantics of ONNX,
+//! OpenVINO and TensorRT: the gathers (Gather, GatherElements, GatherND), the quantized
+//! gathers (ONNX Runtime's GatherBlockQuantized, GGUF rows) and the scatters (ScatterND,
+//! ScatterElements, ScatterUpdate, with their reductions).
 //!
 //! A runtime that knows an op's shapes asks once for a kernel ([`jit_gather`],
 //! [`jit_gather_elements`], [`jit_gather_nd`], or [`jit`] for any [`Signature`]); Cranelift
