@@ -1,7 +1,6 @@
 //! The crate's error type: every failure names the op, what was wrong and where.
 
-use crate::scatter::{Reduction, ScatterFlavor};
-use crate::types::{DType, Flavor, IndexType, OpName, ShapeDisplay};
+use crate::types::{DType, Flavor, IndexType, OpName, Reduction, ScatterFlavor, ShapeDisplay};
 
 /// Everything that can go wrong, from signature validation to a bad index at run time.
 ///

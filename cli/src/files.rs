@@ -120,6 +120,7 @@ pub struct Cap {
 impl Cap {
     /// ONNX models and `TensorProto` files: protobuf's own limit on a message (ONNX keeps
     /// larger weights in external data files).
+    #[cfg(feature = "model")]
     pub const PROTOBUF: Cap = Cap {
         bytes: 2 << 30,
         why: "the 2 GiB a protobuf message may hold",

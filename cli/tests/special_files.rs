@@ -139,6 +139,14 @@ fn unsafe_zeroed_rusage() -> libc::rusage {
     unsafe { std::mem::zeroed() }
 }
 
+/// Runs `args`, expects a refusal ([`Ran::refused`]) whose line contains `says`.
+#[track_caller]
+fn refused_saying(args: &[&str], says: &str) {
+    let ran = run(args);
+    let line = ran.refused(args);
+    assert!(line.contains(says), "{args:?}: {line}");
+}
+
 /// `path` as text.
 fn utf8(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
@@ -297,11 +305,7 @@ fn inputs_that_are_fifos_or_devices_are_refused_at_once() {
             vec!["layer", special],
         ];
         for args in cases {
-            let line = run(&args).refused(&args).to_string();
-            assert!(
-                line.contains(&format!("{special}: {what}, not a regular file")),
-                "{args:?}: {line}"
-            );
+            refused_saying(&args, &format!("{special}: {what}, not a regular file"));
         }
     }
     still_special(&fifo);
@@ -316,11 +320,7 @@ fn a_directory_as_an_input_is_named_as_one() {
     let dir = inputs.path("adir.npy");
     fs::create_dir(&dir).unwrap();
     let args = ["run", "--op", "gather", utf8(&dir), "x.npy", "-o", "o.npy"];
-    let line = run(&args).refused(&args).to_string();
-    assert!(
-        line.contains("adir.npy: a directory, not a regular file"),
-        "{line}"
-    );
+    refused_saying(&args, "adir.npy: a directory, not a regular file");
 }
 
 /// The archive bomb: a member whose header announces 96 bytes and which inflates to 2 GB is
@@ -363,8 +363,7 @@ fn truncated_and_oversized_headers_are_refused() {
     ] {
         let file = inputs.text(name);
         let args = ["run", "--op", "gather", &file, &ids, "-o", "o.npy"];
-        let line = run(&args).refused(&args).to_string();
-        assert!(line.contains(says), "{line}");
+        refused_saying(&args, says);
     }
 }
 
@@ -461,11 +460,7 @@ fn standard_output_as_an_output_holds_the_output_alone() {
         "/dev/stdout",
         "--json",
     ];
-    let line = run(&args).refused(&args).to_string();
-    assert!(
-        line.contains("standard output, where --json prints"),
-        "{line}"
-    );
+    refused_saying(&args, "standard output, where --json prints");
     let args = [
         "aot",
         "--op",
@@ -533,8 +528,7 @@ fn outputs_with_other_extensions_are_refused() {
         "-o",
         "k.txt",
     ];
-    let line = run(&args).refused(&args).to_string();
-    assert!(line.contains(".o or .obj"), "{line}");
+    refused_saying(&args, ".o or .obj");
 }
 
 /// A bool `.npy` with a byte other than 0 or 1 is refused by `run`, as `model` refuses it.
@@ -570,8 +564,7 @@ fn aot_refuses_symbols_a_c_program_defines() {
             "-o",
             "k.o",
         ];
-        let line = run(&args).refused(&args).to_string();
-        assert!(line.contains(symbol), "{line}");
+        refused_saying(&args, symbol);
     }
 }
 
@@ -639,8 +632,7 @@ mod model {
             ),
         ];
         for (args, says) in cases {
-            let line = run(&args).refused(&args).to_string();
-            assert!(line.contains(&says), "{args:?}: {line}");
+            refused_saying(&args, &says);
         }
         for node in [&fifo, &pb_fifo, &out_fifo, &ids_fifo] {
             still_special(node);
@@ -680,8 +672,7 @@ mod model {
         pb.extend([0u8; 48]);
         fs::write(set.join("input_0.pb"), pb).unwrap();
         let args = ["model", &tiny(), "--inputs", utf8(&set)];
-        let line = run(&args).refused(&args).to_string();
-        assert!(line.contains("both raw_data and a typed field"), "{line}");
+        refused_saying(&args, "both raw_data and a typed field");
     }
 }
 

@@ -8,7 +8,7 @@ use cranelift_codegen::ir::types::{F32, I32};
 use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::FunctionBuilder;
 
-use crate::scatter::Bf16Rounding;
+use crate::types::Bf16Rounding;
 
 /// `value` (an `f32`) rounded to `f16`, as bits in the low half of an `i32`: nearest with
 /// ties to even, too large to infinity, subnormal results rounded once, and a NaN quietened

@@ -41,7 +41,6 @@
 //! # Ok::<(), gather_jit::Error>(())
 //! ```
 
-mod flavor;
 mod interp;
 mod layout;
 pub(crate) mod lower;
@@ -51,7 +50,9 @@ use std::fmt;
 
 use crate::types::{DType, IndexType, NegativeIndices, OpName, ShapeDisplay};
 
-pub use flavor::{Bf16Rounding, Reduction, ScatterFlavor, TieBreak};
+// The scatters' flavors, reductions and rounding belong to the shared vocabulary; their
+// public path is this module, beside the signature that takes them.
+pub use crate::types::{Bf16Rounding, Reduction, ScatterFlavor, TieBreak};
 pub(crate) use interp::{check_no_duplicates, finish_means, index_error};
 pub use interp::{interpret_scatter, interpret_scatter_in_place};
 pub use layout::{ResolvedScatter, ScatterLayout};

@@ -18,8 +18,8 @@
 
 use half::f16;
 
-use super::flavor::{Bf16Rounding, Reduction, TieBreak};
 use crate::types::DType;
+use crate::types::{Bf16Rounding, Reduction, TieBreak};
 
 /// What decides the arithmetic of one update besides the element type.
 #[derive(Clone, Copy, Debug)]

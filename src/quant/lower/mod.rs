@@ -20,7 +20,7 @@ use crate::codegen::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::codegen::loops::{for_indices, for_range};
 use crate::codegen::policy;
 use crate::ir::{DType, OutOfRange};
-use crate::scatter::Bf16Rounding;
+use crate::types::Bf16Rounding;
 
 mod values;
 

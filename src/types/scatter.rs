@@ -1,12 +1,13 @@
-//! The scatters' vocabulary: whose rules apply ([`ScatterFlavor`]) and how an update combines
-//! with what is already there ([`Reduction`]).
+//! The scatters' part of the shared vocabulary: whose rules apply ([`ScatterFlavor`]), how an
+//! update combines with what is already there ([`Reduction`]), and how a reduction rounds
+//! ([`TieBreak`], [`Bf16Rounding`]).
 //!
-//! A leaf like `types.rs`: it names nothing of the crate but that module's types, so that
-//! `error.rs` can name these in its messages.
+//! Beside the gathers' flavors and policies, so that `error`, `codegen` and `quant` name them
+//! without importing the scatter family; `gather_jit::scatter` re-exports them.
 
 use std::fmt;
 
-use crate::types::{DType, NegativeIndices, OpName};
+use super::{DType, NegativeIndices, OpName};
 
 /// The framework and operator version whose rules a scatter follows. See
 /// `docs/semantics-scatter.md`.

@@ -1,10 +1,15 @@
 //! The vocabulary every module names: element and index types, operator names, framework
-//! flavors and their index policies, and the rank limit.
+//! flavors and their index policies, the scatters' flavors, reductions and rounding
+//! (`scatter.rs`), and the rank limit.
 //!
 //! A leaf: it imports nothing of the crate, so that `error` can name these types in its
-//! messages without importing `ir`, which builds on both.
+//! messages without importing `ir` or an op family, which build on both.
+
+mod scatter;
 
 use std::fmt;
+
+pub use scatter::{Bf16Rounding, Reduction, ScatterFlavor, TieBreak};
 
 /// The most dims a tensor of a valid signature (data, indices or output) may have: numpy's
 /// limit, far above any model's. Compile time grows faster than linearly with a GatherND
