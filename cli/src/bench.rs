@@ -20,7 +20,7 @@ use crate::quantized::{self, Input};
 use crate::random::{self, XorShift};
 use crate::scatter;
 use crate::timing::{gbps, human_time, measure, measure_each, nanos};
-use crate::values::parse_count;
+use crate::values::{count_between, parse_count};
 
 /// Time a kernel on seeded random data with random valid indices (or the indices of a file).
 ///
@@ -89,7 +89,7 @@ pub struct BenchArgs {
     /// Draw every index below N too, so that the gather reads only a corner of data (how much
     /// of the time is cache misses on data: compare with and without)
     #[arg(long, value_name = "N", allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = |text: &str| count_between(text, 1, u64::MAX))]
     index_limit: Option<u64>,
     /// Do not advise huge pages for buffers of 4 MiB or more (by default they are, as numpy
     /// does for its arrays, so that the peers of benches/peers/compare.py and this bench
@@ -99,11 +99,11 @@ pub struct BenchArgs {
     /// Start the output this many bytes past where the allocator put it, to time the kernel
     /// on buffers aligned unlike each other
     #[arg(long, value_name = "BYTES", default_value_t = 0, allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u64).range(0..4096))]
+          value_parser = |text: &str| count_between(text, 0, 4095))]
     output_offset: u64,
     /// Start data this many bytes past where the allocator put it (see --output-offset)
     #[arg(long, value_name = "BYTES", default_value_t = 0, allow_hyphen_values = true,
-          value_parser = clap::value_parser!(u64).range(0..4096))]
+          value_parser = |text: &str| count_between(text, 0, 4095))]
     data_offset: u64,
     /// Only compile the kernel N times, fresh (Kernel::compile_tuned), and print nothing: for
     /// counting a compile's instructions under valgrind (benches/compile_instructions.sh)

@@ -236,6 +236,20 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("expected a whole number from 0 to {}", u64::MAX))
 }
 
+/// A count between `low` and `high` inclusive (`--index-limit`, `--output-offset`), so that a
+/// negative or out-of-range value is refused with the flag's own bounds rather than
+/// Rust's integer parse error.
+///
+/// # Errors
+/// Anything but a whole number from `low` to `high`.
+pub fn count_between(text: &str, low: u64, high: u64) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|n| (low..=high).contains(n))
+        .ok_or_else(|| format!("expected a whole number from {low} to {high}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

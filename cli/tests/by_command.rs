@@ -390,3 +390,144 @@ fn layer_no_check_skips_the_interpreter_and_says_so() {
     assert_eq!(checked[0]["checked"], true);
     assert_eq!(checked[0]["agree"], true);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 39: first use
+
+/// The subcommands whose flags [`every_numeric_flag_takes_a_negative_number`] tries.
+fn subcommands() -> Vec<&'static str> {
+    let mut subs = vec!["run", "explain", "bench", "aot", "layer", "demo"];
+    if cfg!(feature = "model") {
+        subs.push("model");
+    }
+    subs
+}
+
+/// The long flags of `sub` that take a value, as its help lists them (`--axis <AXIS>`).
+fn value_flags(sub: &str) -> Vec<String> {
+    let out = gather_jit()
+        .args([sub, "--help"])
+        .env("COLUMNS", "1000")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{sub} --help: {out:?}");
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut flags = BTreeSet::new();
+    for line in help.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for pair in words.windows(2) {
+            let flag = pair[0].trim_end_matches(',');
+            if flag.starts_with("--") && pair[1].starts_with('<') {
+                flags.insert(flag.to_string());
+            }
+        }
+    }
+    flags.into_iter().collect()
+}
+
+/// The flags that take a number, and what each says of `-1`: `None` if -1 is a value it
+/// accepts (an axis counts from the end), else its own rule. A flag that takes a number must
+/// be listed here, and any other flag in [`NOT_NUMERIC`], so that a new flag is classified.
+const NUMERIC: &[(&str, Option<&str>)] = &[
+    ("--axis", None),
+    ("--batch-dims", None),
+    ("--gather-axis", None),
+    ("--quantize-axis", None),
+    ("--bits", Some("-1 is not in 0..=255")),
+    ("--block-size", Some("expected a whole number from 0 to")),
+    ("--seed", Some("expected a whole number from 0 to")),
+    ("--threads", Some("-1 is not in 1..=1024")),
+    ("--time-ms", Some("expected a whole number from 0 to")),
+    (
+        "--band-scratch-kib",
+        Some("expected a whole number from 0 to"),
+    ),
+    ("--band-max-rows", Some("expected a whole number from 0 to")),
+    ("--index-limit", Some("expected a whole number from 1 to")),
+    (
+        "--output-offset",
+        Some("expected a whole number from 0 to 4095"),
+    ),
+    (
+        "--data-offset",
+        Some("expected a whole number from 0 to 4095"),
+    ),
+    ("--compile-only", Some("expected a whole number from 0 to")),
+    (
+        "--atol",
+        Some("-1 is not a tolerance (a finite number, 0 or more)"),
+    ),
+    (
+        "--rtol",
+        Some("-1 is not a tolerance (a finite number, 0 or more)"),
+    ),
+];
+
+/// The flags whose value is a name, a shape, a type or a file.
+const NOT_NUMERIC: &[&str] = &[
+    "--op",
+    "--flavor",
+    "--negative",
+    "--oob",
+    "--format",
+    "--reduction",
+    "--use-init-val",
+    "--data-shape",
+    "--indices-shape",
+    "--updates-shape",
+    "--dtype",
+    "--index-type",
+    "--indices",
+    "--target",
+    "--symbol",
+    "--output",
+    "--header",
+    "--input",
+    "--inputs",
+    "--dim",
+    "--output-dir",
+    "--assert-outputs",
+];
+
+/// Every flag that takes a number takes `-1` as its value, as `--axis -1` always did, and then
+/// accepts it or refuses it with its own rule in one line; `--atol -1` was clap's
+/// `unexpected argument '-1' found`, and `--output-offset -1` Rust's `invalid digit found in
+/// string`.
+#[test]
+fn every_numeric_flag_takes_a_negative_number() {
+    // Nothing is written: every command below stops before its output (if any) is made.
+    let dir = tempfile::tempdir().unwrap();
+    let mut tried = 0;
+    for sub in subcommands() {
+        for flag in value_flags(sub) {
+            let numeric = NUMERIC.iter().find(|(f, _)| *f == flag);
+            assert!(
+                numeric.is_some() || NOT_NUMERIC.contains(&flag.as_str()),
+                "{sub} {flag}: list it in NUMERIC (with its rule for -1) or NOT_NUMERIC"
+            );
+            let Some((_, rule)) = numeric else { continue };
+            let args = [sub, flag.as_str(), "-1"];
+            let out = gather_jit()
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let line = common::one_error_line(&args, out);
+            assert!(!line.contains("unexpected argument"), "{args:?}: {line}");
+            match rule {
+                Some(rule) => assert!(
+                    line.starts_with(&format!("error: invalid value '-1' for '{flag} <"))
+                        && line.contains(rule),
+                    "{args:?}: {line}"
+                ),
+                // Taken as the value: what stops the command is what is still missing.
+                None => assert!(
+                    line.contains("required arguments were not provided"),
+                    "{args:?}: {line}"
+                ),
+            }
+            tried += 1;
+        }
+    }
+    assert!(tried >= 30, "only {tried} numeric flags found");
+}

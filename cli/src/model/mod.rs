@@ -69,12 +69,12 @@ pub struct ModelArgs {
     assert_outputs: Option<PathBuf>,
     /// Absolute tolerance of float outputs under --assert-outputs.
     #[arg(long, value_name = "ATOL", default_value_t = 1e-7, requires = "assert_outputs",
-          value_parser = parse_tolerance)]
+          allow_hyphen_values = true, value_parser = parse_tolerance)]
     atol: f64,
     /// Relative tolerance of float outputs under --assert-outputs: |got - ref| <= ATOL + RTOL x
     /// |ref|.
     #[arg(long, value_name = "RTOL", default_value_t = 1e-3, requires = "assert_outputs",
-          value_parser = parse_tolerance)]
+          allow_hyphen_values = true, value_parser = parse_tolerance)]
     rtol: f64,
     /// Run with tract's own gather ops instead of the JIT-backed ones.
     #[arg(long)]
