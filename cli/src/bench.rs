@@ -19,7 +19,9 @@ use crate::progress::{self, Progress};
 use crate::quantized::{self, Input};
 use crate::random::{self, XorShift};
 use crate::scatter;
-use crate::timing::{gbps, human_time, measure, measure_each, nanos};
+use crate::timing::{
+    DEFAULT_WARMUP, Plan, gbps, human_time, measure, measure_each, measure_with, nanos,
+};
 use crate::values::{count_between, parse_count};
 
 /// Time a kernel on seeded random data with random valid indices (or the indices of a file).
@@ -65,10 +67,22 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1, allow_hyphen_values = true,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: u32,
-    /// Time budget of the kernel and of the memcpy measurement, each
+    /// Time budget of the kernel and of the memcpy measurement, each (and the bound of the
+    /// compile and cache-hit timings)
     #[arg(long, value_name = "MS", default_value_t = 300, allow_hyphen_values = true,
           value_parser = parse_count)]
     time_ms: u64,
+    /// Untimed calls of the kernel (and of the memcpy and the fill) before the timed ones,
+    /// after the first call, which reports a bad index; the last sizes the samples (with 0,
+    /// each sample is one call)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_WARMUP, allow_hyphen_values = true,
+          value_parser = parse_count)]
+    warmup: u64,
+    /// Time exactly N calls of the kernel (and of the memcpy and the fill) instead of as many
+    /// as fit in --time-ms
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
+          value_parser = |text: &str| count_between(text, 1, u64::MAX))]
+    iterations: Option<u64>,
     /// Seed of the random data and indices
     #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     seed: u64,
@@ -294,21 +308,28 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         in_place: args.in_place,
     };
     call.first(&mut inputs, output, args.check)?;
-    let jit = measure(budget, || {
+    // The kernel, the memcpy and the fill are measured alike: --warmup, then --iterations
+    // calls or --time-ms.
+    let plan = Plan {
+        warmup: args.warmup,
+        iterations: args.iterations,
+        budget,
+    };
+    let jit = measure_with(plan, || {
         // The first call succeeded on these buffers, so every later one does too.
         let _ = call.again(&mut inputs, black_box(&mut *output));
     });
     progress.done();
     progress.start("memcpy of the output's size");
     let copy_chunks = chunks(&mut copy, threads_used);
-    let memcpy = measure(budget, || {
+    let memcpy = measure_with(plan, || {
         split(black_box(&copy_chunks), |d, at| {
             d.copy_from_slice(&source[at..at + d.len()]);
         });
     });
     progress.done();
     progress.start("fill of the output's size");
-    let fill = measure(budget, || {
+    let fill = measure_with(plan, || {
         split(black_box(&copy_chunks), |d, _| d.fill(FILL_BYTE));
     });
     drop(copy_chunks);
@@ -348,6 +369,8 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
             "shared_code_ns": shared_code,
             "cache_hit_ns": cache_hit.median,
             "cache_hit_lent_ns": cache_hit_lent.median,
+            "warmup": args.warmup,
+            "iterations": jit.iterations,
             "samples": jit.samples,
             "calls_per_sample": jit.calls_per_sample,
             "median_ns": jit.median,
@@ -424,14 +447,15 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     );
     outln!(
         out,
-        "per call      median {}, p90 {}, p99 {}, min {}, max {} ({} samples x {} calls, {} thread{})",
+        "per call      median {}, p90 {}, p99 {}, min {}, max {} ({} calls in {} samples after {} warm-up, {} thread{})",
         human_time(ns(jit.median)),
         human_time(ns(jit.p90)),
         human_time(ns(jit.p99)),
         human_time(ns(jit.min)),
         human_time(ns(jit.max)),
+        jit.iterations,
         jit.samples,
-        jit.calls_per_sample,
+        args.warmup,
         threads_used,
         if threads_used == 1 { "" } else { "s" }
     );

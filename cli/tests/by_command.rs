@@ -453,6 +453,8 @@ const NUMERIC: &[(&str, Option<&str>)] = &[
         Some("expected a whole number from 0 to 4095"),
     ),
     ("--compile-only", Some("expected a whole number from 0 to")),
+    ("--warmup", Some("expected a whole number from 0 to")),
+    ("--iterations", Some("expected a whole number from 1 to")),
     (
         "--atol",
         Some("-1 is not a tolerance (a finite number, 0 or more)"),
@@ -530,4 +532,100 @@ fn every_numeric_flag_takes_a_negative_number() {
         }
     }
     assert!(tried >= 30, "only {tried} numeric flags found");
+}
+
+/// `bench --iterations N` times exactly N calls whatever `--time-ms` says, after `--warmup`
+/// untimed ones, and the report counts them; without it the count is what fit in the budget.
+#[test]
+fn bench_times_a_fixed_number_of_iterations_after_the_warmup() {
+    let bench = [
+        "bench",
+        "--op",
+        "gather",
+        "--data-shape",
+        "4x4",
+        "--indices-shape",
+        "2",
+        "--time-ms",
+        "0",
+        "--json",
+    ];
+    // With no warm-up call to size them, each sample is one call; with --time-ms 0 alone
+    // there would be 5.
+    let report = json(&[&bench[..], &["--iterations", "7", "--warmup", "0"]].concat());
+    assert_eq!(
+        (
+            &report["iterations"],
+            &report["samples"],
+            &report["calls_per_sample"],
+            &report["warmup"]
+        ),
+        (&7.into(), &7.into(), &1.into(), &0.into()),
+        "{report}"
+    );
+    // A call of a few nanoseconds is timed in batches, at least 5 of them.
+    let report = json(&[&bench[..], &["--iterations", "40"]].concat());
+    assert_eq!(report["iterations"], 40, "{report}");
+    assert_eq!(report["warmup"], 2, "{report}");
+    let samples = report["samples"].as_u64().unwrap();
+    assert!((5..=40).contains(&samples), "{report}");
+    // On the budget, the iterations are the samples' calls.
+    let report = json(&bench);
+    assert_eq!(
+        report["iterations"].as_u64(),
+        Some(report["samples"].as_u64().unwrap() * report["calls_per_sample"].as_u64().unwrap()),
+        "{report}"
+    );
+    let text = ok(&[&bench[..9], &["--iterations", "3", "--warmup", "0"]].concat());
+    assert!(
+        text.contains("(3 calls in 3 samples after 0 warm-up, 1 thread)"),
+        "{text}"
+    );
+    let line = usage_error(&[&bench[..], &["--iterations", "0"]].concat());
+    assert!(
+        line.contains("invalid value '0' for '--iterations <N>': expected a whole number from 1"),
+        "{line}"
+    );
+}
+
+/// `model --bench --iterations N` runs each way N times (and N times for its gather nodes),
+/// after `--warmup` untimed runs; the flags need `--bench`.
+#[cfg(feature = "model")]
+#[test]
+fn model_bench_times_a_fixed_number_of_runs() {
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny.onnx");
+    let tiny = tiny.to_str().unwrap();
+    let args = [
+        "model",
+        tiny,
+        "--dim",
+        "batch=2",
+        "--bench",
+        "--time-ms",
+        "0",
+    ];
+    let report = json(&[&args[..], &["--iterations", "3", "--warmup", "0", "--json"]].concat());
+    let bench = &report["bench"];
+    assert_eq!(
+        (
+            &bench["gather_jit_iterations"],
+            &bench["tract_native_iterations"],
+            &bench["warmup"]
+        ),
+        (&3.into(), &3.into(), &0.into()),
+        "{report}"
+    );
+    // On a budget of 0 ms, the 5 runs that are the least.
+    let report = json(&[&args[..], &["--json"]].concat());
+    assert_eq!(report["bench"]["gather_jit_iterations"], 5, "{report}");
+    assert_eq!(report["bench"]["warmup"], 1, "{report}");
+    let text = ok(&[&args[..], &["--iterations", "4"]].concat());
+    assert!(
+        text.contains("median of 4 and 4 runs after 1 warm-up"),
+        "{text}"
+    );
+    for flag in ["--iterations", "--warmup", "--time-ms"] {
+        let line = usage_error(&["model", tiny, flag, "3"]);
+        assert!(line.contains("--bench"), "{flag}: {line}");
+    }
 }

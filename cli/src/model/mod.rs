@@ -26,6 +26,7 @@ use tract_onnx::tract_core::plan::SimpleState;
 use crate::failure::{Failure, Result};
 use crate::files::{self, Cap};
 use crate::npy::{self, ElementType};
+use crate::timing::Plan;
 use inputs::Inputs;
 use reference::{References, Tolerance};
 
@@ -85,6 +86,20 @@ pub struct ModelArgs {
     /// Time the whole model both ways.
     #[arg(long)]
     bench: bool,
+    /// Time budget of each way's runs under --bench, and of its gather nodes' runs
+    #[arg(long, value_name = "MS", default_value_t = 500, requires = "bench",
+          allow_hyphen_values = true, value_parser = crate::values::parse_count)]
+    time_ms: u64,
+    /// Untimed runs of each way before its timed ones under --bench (after the checked run
+    /// every model makes)
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "bench",
+          allow_hyphen_values = true, value_parser = crate::values::parse_count)]
+    warmup: u64,
+    /// Time exactly N runs of each way (and N of its gather nodes) under --bench instead of
+    /// as many as fit in --time-ms
+    #[arg(long, value_name = "N", requires = "bench", allow_hyphen_values = true,
+          value_parser = |text: &str| crate::values::count_between(text, 1, u64::MAX))]
+    iterations: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -231,39 +246,70 @@ fn settle<T>(how: &str, run: TractResult<TractResult<T>>) -> Result<T> {
     }
 }
 
-/// Median seconds of one run of `plan` on `inputs`, over about half a second.
-fn time(plan: &Arc<TypedSimplePlan>, inputs: &TVec<TValue>, how: &str) -> Result<Duration> {
-    let mut times = Vec::new();
+/// Runs `run` as `timing` says: its warm-up runs, then its iterations, or else as many runs as
+/// fit in its budget (at least 5, at most 10 000); returns how many runs were timed.
+fn timed_runs(timing: Plan, mut run: impl FnMut() -> Result<()>) -> Result<u64> {
+    for _ in 0..timing.warmup {
+        run()?;
+    }
     let started = Instant::now();
-    while times.len() < 5
-        || (started.elapsed() < Duration::from_millis(500) && times.len() < 10_000)
-    {
+    let mut runs = 0;
+    let more = |runs: u64| match timing.iterations {
+        Some(n) => runs < n,
+        None => runs < 5 || (runs < 10_000 && started.elapsed() < timing.budget),
+    };
+    while more(runs) {
+        run()?;
+        runs += 1;
+    }
+    Ok(runs)
+}
+
+/// The median time of one run of `plan` on `inputs`, over the runs `timing` asks for, and
+/// their number.
+fn time(
+    plan: &Arc<TypedSimplePlan>,
+    inputs: &TVec<TValue>,
+    how: &str,
+    timing: Plan,
+) -> Result<(Duration, u64)> {
+    let mut times = Vec::new();
+    let runs = timed_runs(timing, || {
         // Unchecked, so as to time tract's own run: `main` ran these inputs checked first.
         let at = Instant::now();
         settle(how, catch_panic(how, || Ok(plan.run(inputs.clone()))))?;
         times.push(at.elapsed());
-    }
+        Ok(())
+    })?;
+    // The warm-up runs come first; their times are dropped.
+    let mut times = times.split_off(times.len() - runs as usize);
     times.sort();
-    Ok(times[times.len() / 2])
+    Ok((times[times.len() / 2], runs))
 }
 
-/// The median time of each gather node (by name) over runs of `plan`, each node timed around
-/// its own evaluation, for as many runs as fit in half a second (at least 5).
+/// The median time of each gather node (by name) over the runs of `plan` that `timing` asks
+/// for, each node timed around its own evaluation.
 fn gather_node_times(
     plan: &Arc<TypedSimplePlan>,
     inputs: &TVec<TValue>,
     how: &str,
+    timing: Plan,
 ) -> Result<BTreeMap<String, Duration>> {
     let mut times: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
-    let started = Instant::now();
-    let mut runs = 0;
-    while runs < 5 || (started.elapsed() < Duration::from_millis(500) && runs < 10_000) {
-        let run = catch_panic(how, || {
-            Ok(run_timing_gathers(plan, inputs.clone(), &mut times))
-        });
-        settle(how, run)?;
-        runs += 1;
-    }
+    let mut warm = timing.warmup;
+    timed_runs(timing, || {
+        // The warm-up runs time into a map of their own, which is dropped.
+        let mut warming = BTreeMap::new();
+        let into = match warm {
+            0 => &mut times,
+            _ => {
+                warm -= 1;
+                &mut warming
+            }
+        };
+        let run = catch_panic(how, || Ok(run_timing_gathers(plan, inputs.clone(), into)));
+        settle(how, run).map(drop)
+    })?;
     Ok(times
         .into_iter()
         .map(|(name, mut t)| {
@@ -563,15 +609,20 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
         report["compare"] = json!("bit-identical");
     }
     if let (true, Some(other)) = (args.bench, &other) {
-        let mine = time(&loaded.plan, &inputs, first)?;
-        let theirs = time(&other.plan, &inputs, second_how)?;
-        let (jit, native) = if args.native {
+        let timing = Plan {
+            warmup: args.warmup,
+            iterations: args.iterations,
+            budget: Duration::from_millis(args.time_ms),
+        };
+        let mine = time(&loaded.plan, &inputs, first, timing)?;
+        let theirs = time(&other.plan, &inputs, second_how, timing)?;
+        let ((jit, jit_runs), (native, native_runs)) = if args.native {
             (theirs, mine)
         } else {
             (mine, theirs)
         };
-        let mine_nodes = gather_node_times(&loaded.plan, &inputs, first)?;
-        let theirs_nodes = gather_node_times(&other.plan, &inputs, second_how)?;
+        let mine_nodes = gather_node_times(&loaded.plan, &inputs, first, timing)?;
+        let theirs_nodes = gather_node_times(&other.plan, &inputs, second_how, timing)?;
         let (jit_nodes, native_nodes) = if args.native {
             (theirs_nodes, mine_nodes)
         } else {
@@ -595,6 +646,9 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
             "gather_jit_ns": jit.as_nanos() as u64,
             "tract_native_ns": native.as_nanos() as u64,
             "ratio": jit.as_secs_f64() / native.as_secs_f64(),
+            "warmup": args.warmup,
+            "gather_jit_iterations": jit_runs,
+            "tract_native_iterations": native_runs,
             "gather_nodes": nodes,
         });
     }
@@ -668,10 +722,13 @@ fn model(args: &ModelArgs, out: &mut dyn Write) -> Result<()> {
     if let Some(bench) = report.get("bench") {
         outln!(
             out,
-            "bench: gather-jit {} ns, tract's own ops {} ns per run (ratio {:.3})",
+            "bench: gather-jit {} ns, tract's own ops {} ns per run (ratio {:.3}; median of {} and {} runs after {} warm-up)",
             bench["gather_jit_ns"],
             bench["tract_native_ns"],
-            bench["ratio"].as_f64().unwrap_or(f64::NAN)
+            bench["ratio"].as_f64().unwrap_or(f64::NAN),
+            bench["gather_jit_iterations"],
+            bench["tract_native_iterations"],
+            bench["warmup"]
         );
         let nodes = bench["gather_nodes"]
             .as_array()
