@@ -487,6 +487,7 @@ const NOT_NUMERIC: &[&str] = &[
     "--input",
     "--inputs",
     "--dim",
+    "--input-shape",
     "--output-dir",
     "--assert-outputs",
 ];

@@ -941,3 +941,127 @@ fn model_declared_inner_symbols_take_the_inputs_sizes() {
     let text = ok(&args);
     assert!(!text.contains("inputs not pinned"), "{text}");
 }
+
+/// Issue 39: `--input-shape NAME=SHAPE` (as tract's `-i`, trtexec's `--shapes` and
+/// benchmark_app's `-shape`) makes a random input of that shape, whose sizes bind the model's
+/// symbols as a file's do and pin the model: the concat's K and L unify at 3, and in the tiny
+/// model `ids: [batch, 3]` of shape 3x3 makes `last: [batch, 1]` [3, 1].
+#[test]
+fn model_input_shape_makes_a_random_input_of_that_shape() {
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tiny.onnx");
+    let text = ok(&["model", utf8(&tiny), "--input-shape", "ids=3x3"]);
+    assert!(text.contains("input ids: I64 [3, 3] (random)"), "{text}");
+    assert!(text.contains("input last: I64 [3, 1] (random)"), "{text}");
+    assert!(text.contains("output picked: F32 [3, 4]"), "{text}");
+    let c = concat();
+    let json = ok(&[
+        "model",
+        utf8(&c.model),
+        "--input-shape",
+        "a=2x3",
+        "--input-shape",
+        "b=[1,3]",
+        "--input-shape",
+        "ids=(4,)",
+        "--compare",
+        "--json",
+    ]);
+    let report: Json = serde_json::from_str(&json).expect("json");
+    assert_eq!(report["pinned"], true, "{json}");
+    assert_eq!(report["outputs"][0]["shape"], serde_json::json!([4, 3]));
+    for (input, shape) in
+        report["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip([[2, 3].as_slice(), &[1, 3], &[4]])
+    {
+        assert_eq!(input["shape"], serde_json::json!(shape), "{json}");
+        assert_eq!(input["file"], Json::Null, "{json}");
+    }
+    // The flag wins over a file of --inputs for the same input, as --input does.
+    let dir = c.dir.path().join("set");
+    fs::create_dir(&dir).unwrap();
+    fs::write(dir.join("ids.npy"), npy_i64(&[2], &IDS)).unwrap();
+    let text = ok(&[
+        "model",
+        utf8(&tiny),
+        "--inputs",
+        utf8(&dir),
+        "--input-shape",
+        "ids=1x3",
+    ]);
+    assert!(text.contains("input ids: I64 [1, 3] (random)"), "{text}");
+}
+
+/// Every mistake in `--input-shape` is one line naming the flag: an input the model lacks, a
+/// malformed shape, a rank or fixed dim the declaration contradicts, a symbol bound to two
+/// sizes, the input given twice or given a file too.
+#[test]
+fn model_input_shape_errors_are_one_line() {
+    let dir = TempDir::new().expect("temp dir");
+    let out = dir.path().join("out");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let tiny = utf8(&data.join("tiny.onnx")).to_string();
+    let ids_file = input("ids", &data.join("tiny_ids.npy"));
+    let shapes = "expected a shape such as 2x3x4, 2,3,4 or [2,3,4] (0 is an empty dim; scalar \
+                  or [] is rank 0)";
+    let declared = "which the model declares i64 [batch, 3]";
+    for (args, expected) in [
+        (
+            &["--input-shape", "foo=2x3"][..],
+            "error: --input-shape foo=2x3: the model has no input foo (its inputs: ids, last)"
+                .to_string(),
+        ),
+        (
+            &["--input-shape", "ids"],
+            "error: --input-shape ids: expected NAME=SHAPE".into(),
+        ),
+        (
+            &["--input-shape", "ids=2xx3"],
+            format!("error: --input-shape ids=2xx3: {shapes}"),
+        ),
+        (
+            &["--input-shape", "ids=-1"],
+            format!("error: --input-shape ids=-1: {shapes}"),
+        ),
+        (
+            &["--input-shape", "ids=6"],
+            format!("error: --input-shape ids=6: a shape [6] does not fit input 'ids', {declared}"),
+        ),
+        (
+            &["--input-shape", "ids=2x4"],
+            format!(
+                "error: --input-shape ids=2x4: a shape [2, 4] does not fit input 'ids', {declared}"
+            ),
+        ),
+        (
+            &["--input-shape", "ids=2x3", "--input-shape", "last=4x1"],
+            "error: symbol batch: --input-shape ids=2x3 (dim 0) makes it 2, --input-shape \
+             last=4x1 (dim 0) makes it 4"
+                .into(),
+        ),
+        (
+            &["--dim", "batch=3", "--input-shape", "ids=2x3"],
+            "error: symbol batch: --dim batch=3 makes it 3, --input-shape ids=2x3 (dim 0) makes \
+             it 2"
+                .into(),
+        ),
+        (
+            &["--input-shape", "ids=2x3", "--input-shape", "ids=1x3"],
+            "error: --input-shape ids: given twice".into(),
+        ),
+        (
+            &["--input", &ids_file, "--input-shape", "ids=2x3"],
+            "error: --input-shape ids=2x3: input ids is given a file too (--input ids=...); \
+             give one or the other"
+                .into(),
+        ),
+    ] {
+        let line = refused(&[&[tiny.as_str()], args].concat(), &out);
+        assert_eq!(line, expected, "{args:?}");
+    }
+    // A shape too large for memory is refused before anything is made.
+    let line = refused(&[&tiny, "--input-shape", "ids=1000000000000x3"], &out);
+    assert!(line.starts_with("error: input ids: "), "{line}");
+}

@@ -1,6 +1,7 @@
 //! The inputs of `gather-jit model`: files given with `--input NAME=FILE` and `--inputs DIR`,
-//! checked against the model's declared inputs, and random tensors for the rest (`--dim` and
-//! the files' sizes resolving symbolic dims).
+//! checked against the model's declared inputs, and random tensors for the rest, of a shape
+//! given with `--input-shape NAME=SHAPE` or else the declared one (`--dim`, the files' sizes
+//! and the shapes given resolving symbolic dims).
 //!
 //! The inputs pin the model before tract analyses it, as `tract -i` does: each input given
 //! becomes a fact of its type and concrete shape, and so does each random input whose dims are
@@ -19,6 +20,7 @@ use super::ModelArgs;
 use super::tensors::{self, Names, Role, describe, type_name};
 use crate::failure::{Failure, Result};
 use crate::random::XorShift;
+use crate::values::parse_shape;
 
 /// `NAME=VALUE` split at its first `=`.
 pub(super) fn pair<'a>(text: &'a str, flag: &str) -> Result<(&'a str, &'a str)> {
@@ -47,6 +49,24 @@ fn split_input<'a>(text: &'a str, names: &[String]) -> Result<(usize, &'a str)> 
     })
 }
 
+/// `--input-shape NAME=SHAPE` split into the index of input NAME and the shape. It splits at
+/// the last `=`, since a shape holds none and an input name may.
+fn split_input_shape(text: &str, names: &[String]) -> Result<(usize, Vec<usize>)> {
+    let (name, shape) = text
+        .rsplit_once('=')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| Failure::usage(format!("--input-shape {text}: expected NAME=SHAPE")))?;
+    let i = names.iter().position(|n| n == name).ok_or_else(|| {
+        Failure::usage(format!(
+            "--input-shape {text}: the model has no input {name} (its inputs: {})",
+            names.join(", ")
+        ))
+    })?;
+    let shape =
+        parse_shape(shape).map_err(|e| Failure::usage(format!("--input-shape {text}: {e}")))?;
+    Ok((i, shape.0))
+}
+
 /// A tensor given for an input, and the file it came from.
 struct Given {
     tensor: Tensor,
@@ -63,6 +83,9 @@ struct Input {
     declared: InferenceFact,
     /// The tensor given for it (`None`: random).
     given: Option<Given>,
+    /// The shape of its random values, and the `--input-shape` that gave it (`None`: the
+    /// declared shape).
+    shape: Option<(Vec<usize>, String)>,
     /// The fact that pins it before analysis (`None`: the declaration stays).
     pin: Option<InferenceFact>,
 }
@@ -135,6 +158,7 @@ impl Inputs {
                 name: name.clone(),
                 declared: model.input_fact(i).map_err(Failure::usage)?.clone(),
                 given: None,
+                shape: None,
                 pin: None,
             });
         }
@@ -163,6 +187,27 @@ impl Inputs {
             let at = file.to_string();
             let (tensor, _, file) = tensors::read_tensor(Path::new(file))?;
             inputs[i].given = Some(Given { tensor, at, file });
+        }
+        let mut shaped = vec![false; names.len()];
+        for text in &args.input_shapes {
+            let (i, shape) = split_input_shape(text, &names)?;
+            if shaped[i] {
+                return Err(Failure::usage(format!(
+                    "--input-shape {}: given twice",
+                    names[i]
+                )));
+            }
+            shaped[i] = true;
+            if explicit[i] {
+                return Err(Failure::usage(format!(
+                    "--input-shape {text}: input {} is given a file too (--input {}=...); \
+                     give one or the other",
+                    names[i], names[i]
+                )));
+            }
+            // As --input does, the flag wins over a file of --inputs.
+            inputs[i].given = None;
+            inputs[i].shape = Some((shape, text.clone()));
         }
         let mut bindings = BTreeMap::new();
         for text in &args.dims {
@@ -202,11 +247,15 @@ impl Inputs {
         // Dims declared as expressions of symbols (`2*N`), checked once every symbol is bound.
         let mut later = Vec::new();
         for (i, input) in inputs.iter().enumerate() {
-            if let Some(given) = &input.given {
-                for (dim, n) in check(input, given, &mut bindings)? {
-                    later.push((i, dim, n));
+            let dims = match (&input.given, &input.shape) {
+                (Some(given), _) => check(input, given, &mut bindings)?,
+                (None, Some((shape, text))) => {
+                    let by = |k| format!("--input-shape {text} (dim {k})");
+                    check_dims(input, shape, &by, &mut bindings)?
                 }
-            }
+                (None, None) => Vec::new(),
+            };
+            later.extend(dims.into_iter().map(|(dim, n)| (i, dim, n)));
         }
         let mut values = SymbolValues::default();
         for (name, binding) in &bindings {
@@ -216,19 +265,18 @@ impl Inputs {
         }
         for (i, dim, n) in later {
             let input = &inputs[i];
-            if let Some(given) = &input.given
-                && dim.eval(&values).to_i64().is_ok_and(|v| v != n)
-            {
-                return Err(mismatch(input, given));
+            if dim.eval(&values).to_i64().is_ok_and(|v| v != n) {
+                return Err(mismatch(input));
             }
         }
         for input in &mut inputs {
-            input.pin = match &input.given {
-                Some(given) => Some(InferenceFact::dt_shape(
+            input.pin = match (&input.given, &input.shape) {
+                (Some(given), _) => Some(InferenceFact::dt_shape(
                     given.tensor.datum_type(),
                     given.tensor.shape(),
                 )),
-                None => random_pin(&input.name, &input.declared, &values)?,
+                (None, Some((shape, _))) => Some(shaped_pin(&input.name, &input.declared, shape)?),
+                (None, None) => random_pin(&input.name, &input.declared, &values)?,
             };
         }
         Ok(Inputs {
@@ -283,9 +331,10 @@ impl Inputs {
             .collect()
     }
 
-    /// The tensors of the model's inputs, in order: each given one, and random ones of the
-    /// analysed model's facts for the rest (seeded by `seed` and the input's position); and
-    /// for the report, each input's name, type, shape and file (`null`: random).
+    /// The tensors of the model's inputs, in order: each given one, and random ones for the
+    /// rest (seeded by `seed` and the input's position), of the shape `--input-shape` gave or
+    /// else the analysed model's; and for the report, each input's name, type, shape and file
+    /// (`null`: random).
     pub(super) fn tensors(
         self,
         model: &TypedModel,
@@ -294,11 +343,16 @@ impl Inputs {
         let mut tensors = TVec::new();
         let mut report = Vec::new();
         for (i, input) in self.inputs.into_iter().enumerate() {
-            let (tensor, file) = match input.given {
-                Some(given) => (given.tensor, Some(given.at)),
-                None => {
+            let seed = seed.wrapping_add(i as u64);
+            let (tensor, file) = match (input.given, &input.shape) {
+                (Some(given), _) => (given.tensor, Some(given.at)),
+                (None, Some((shape, _))) => {
+                    // The shape as given even if tract could not analyse the model at it.
+                    let dt = model.input_fact(i).map_err(Failure::usage)?.datum_type;
+                    (random_tensor(&input.name, dt, shape, seed)?, None)
+                }
+                (None, None) => {
                     let fact = model.input_fact(i).map_err(Failure::usage)?;
-                    let seed = seed.wrapping_add(i as u64);
                     (random_input(&input.name, fact, &self.values, seed)?, None)
                 }
             };
@@ -336,53 +390,70 @@ fn substitute(shape: &ShapeFactoid, values: &SymbolValues) -> ShapeFactoid {
     }
 }
 
-/// The error of a file that does not fit its input's declaration.
-fn mismatch(input: &Input, given: &Given) -> Failure {
-    Failure::usage(format!(
-        "input '{}': file {} is {}, the model declares {}",
-        input.name,
-        given.at,
-        describe(&given.tensor),
-        declared(&input.declared)
-    ))
+/// The error of a file or a shape given for an input that does not fit its declaration.
+fn mismatch(input: &Input) -> Failure {
+    let declared = declared(&input.declared);
+    Failure::usage(match (&input.given, &input.shape) {
+        (Some(given), _) => format!(
+            "input '{}': file {} is {}, the model declares {declared}",
+            input.name,
+            given.at,
+            describe(&given.tensor),
+        ),
+        (None, Some((shape, text))) => format!(
+            "--input-shape {text}: a shape {shape:?} does not fit input '{}', which the model \
+             declares {declared}",
+            input.name
+        ),
+        (None, None) => format!("input '{}': the model declares {declared}", input.name),
+    })
 }
 
-/// Checks `given` against its input's declaration: its type, its rank, and each dim the
-/// declaration fixes; binds each symbol the declaration names to the file's size. Returns
-/// the dims declared as expressions (`(dim index, dim, size)`), to check once every symbol is
-/// bound.
+/// Checks `given` against its input's declaration: its type, then its shape as
+/// [`check_dims`] does.
 fn check(
     input: &Input,
     given: &Given,
     bindings: &mut BTreeMap<String, Binding>,
 ) -> Result<Vec<(TDim, i64)>> {
-    let fact = &input.declared;
     let tensor = &given.tensor;
-    if (fact.datum_type.concretize()).is_some_and(|dt| dt != tensor.datum_type()) {
-        return Err(mismatch(input, given));
+    if (input.declared.datum_type.concretize()).is_some_and(|dt| dt != tensor.datum_type()) {
+        return Err(mismatch(input));
     }
+    let by = |k| format!("input '{}' ({}, dim {k})", input.name, given.at);
+    check_dims(input, tensor.shape(), &by, bindings)
+}
+
+/// Checks `shape` (a file's, or one `--input-shape` gave) against its input's declaration: its
+/// rank, and each dim the declaration fixes; binds each symbol the declaration names to the
+/// size there, for `by(dim index)`. Returns the dims declared as expressions (`(dim, size)`),
+/// to check once every symbol is bound.
+fn check_dims(
+    input: &Input,
+    shape: &[usize],
+    by: &dyn Fn(usize) -> String,
+    bindings: &mut BTreeMap<String, Binding>,
+) -> Result<Vec<(TDim, i64)>> {
+    let fact = &input.declared;
     let rank = fact.shape.dims().count();
     let fits = match fact.shape.is_open() {
-        true => tensor.rank() >= rank,
-        false => tensor.rank() == rank,
+        true => shape.len() >= rank,
+        false => shape.len() == rank,
     };
     if !fits {
-        return Err(mismatch(input, given));
+        return Err(mismatch(input));
     }
     let mut later = Vec::new();
-    for (k, (dim, &n)) in fact.shape.dims().zip(tensor.shape()).enumerate() {
+    for (k, (dim, &n)) in fact.shape.dims().zip(shape).enumerate() {
         let Some(dim) = dim.concretize() else {
             continue;
         };
-        // A tensor's dims fit in memory, so in i64 too.
+        // A size beyond i64 fits no declared dim; its allocation is refused later.
         let n = i64::try_from(n).unwrap_or(i64::MAX);
         match (dim.to_i64(), &dim) {
-            (Ok(v), _) if v != n => return Err(mismatch(input, given)),
+            (Ok(v), _) if v != n => return Err(mismatch(input)),
             (Ok(_), _) => {}
-            (Err(_), TDim::Sym(symbol)) => {
-                let by = format!("input '{}' ({}, dim {k})", input.name, given.at);
-                bind(bindings, symbol.to_string(), n, by)?;
-            }
+            (Err(_), TDim::Sym(symbol)) => bind(bindings, symbol.to_string(), n, by(k))?,
             (Err(_), _) => later.push((dim.clone(), n)),
         }
     }
@@ -414,6 +485,17 @@ fn random_pin(
         check_allocation(dt, &shape).map_err(cannot)?;
     }
     Ok(Some(fact.clone().with_shape(shape)))
+}
+
+/// The fact that pins a random input of the `shape` `--input-shape` gave (checked against the
+/// declaration before): the declared type, that shape, checked to fit in memory.
+fn shaped_pin(name: &str, fact: &InferenceFact, shape: &[usize]) -> Result<InferenceFact> {
+    if let Some(dt) = fact.datum_type.concretize() {
+        let cannot = |e: TractError| Failure::usage(format!("input {name}: {e}"));
+        check_allocation(random_base(name, dt)?, shape).map_err(cannot)?;
+        check_allocation(dt, shape).map_err(cannot)?;
+    }
+    Ok(fact.clone().with_shape(shape.to_vec()))
 }
 
 /// The size of `dim` of input `name` with the symbols' `values`; an error if a symbol is not
@@ -456,11 +538,15 @@ fn random_input(name: &str, fact: &TypedFact, values: &SymbolValues, seed: u64) 
     for dim in fact.shape.iter() {
         shape.push(concrete(name, dim, values)?);
     }
-    let dt = fact.datum_type;
+    random_tensor(name, fact.datum_type, &shape, seed)
+}
+
+/// A random tensor of `shape` and type `dt`, drawn as [`random_input`] says.
+fn random_tensor(name: &str, dt: DatumType, shape: &[usize], seed: u64) -> Result<Tensor> {
     let base = random_base(name, dt)?;
     let cannot = |e: TractError| Failure::usage(format!("input {name}: {e}"));
-    check_allocation(base, &shape).map_err(cannot)?;
-    let mut tensor = Tensor::zero_dt(base, &shape).map_err(cannot)?;
+    check_allocation(base, shape).map_err(cannot)?;
+    let mut tensor = Tensor::zero_dt(base, shape).map_err(cannot)?;
     let mut rng = XorShift::new(seed);
     let mut values = tensor.try_as_plain_ram_mut().map_err(cannot)?;
     if base == DatumType::F32 {
@@ -475,7 +561,7 @@ fn random_input(name: &str, fact: &TypedFact, values: &SymbolValues, seed: u64) 
     if dt == base {
         return Ok(tensor);
     }
-    check_allocation(dt, &shape).map_err(cannot)?;
+    check_allocation(dt, shape).map_err(cannot)?;
     let cast = tensor.cast_to_dt(dt).map_err(cannot)?;
     Ok(cast.into_owned())
 }

@@ -34,6 +34,7 @@ use reference::{References, Tolerance};
 #[command(after_help = "Examples:
   gather-jit model model.onnx
   gather-jit model model.onnx --input ids=ids.npy --dim batch=4 -o out/
+  gather-jit model model.onnx --input-shape ids=2x8 --bench
   gather-jit model model.onnx --input 'onnx::ids:0=ids.pb'
   gather-jit model model.onnx --inputs test_data_set_0 --assert-outputs test_data_set_0
   gather-jit model model.onnx --inputs in/ --assert-outputs ref.npz --atol 1e-5 --rtol 1e-4
@@ -42,8 +43,8 @@ use reference::{References, Tolerance};
 
 Inputs given (--input, --inputs) pin the model: tract analyses it at their types and shapes,
 their sizes binding the symbolic dims the model declares. Inputs not given are random, of the
-declared shape and type (floats in [-1, 1), integers 0 or 1, so that they are valid indices of
-most axes).
+declared type and of the shape --input-shape gives, else the declared one (floats in [-1, 1),
+integers 0 or 1, so that they are valid indices of most axes).
 
 Exit status: 0 success, 1 an output differs from its reference (--assert-outputs) or between
 the two ways (--compare), 2 any other error.")]
@@ -61,6 +62,14 @@ pub struct ModelArgs {
     /// A symbolic dim as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N")]
     dims: Vec<String>,
+    /// The shape of a random input as NAME=SHAPE (repeatable), e.g. ids=2x8 or ids=[2,8]: its
+    /// sizes bind the symbols the model declares there. Wins over --inputs for the same input.
+    #[arg(
+        long = "input-shape",
+        value_name = "NAME=SHAPE",
+        allow_hyphen_values = true
+    )]
+    input_shapes: Vec<String>,
     /// Write each output as OUTDIR/NAME.npy.
     #[arg(short = 'o', long = "output-dir", value_name = "OUTDIR")]
     output_dir: Option<PathBuf>,
