@@ -1065,3 +1065,43 @@ fn model_input_shape_errors_are_one_line() {
     let line = refused(&[&tiny, "--input-shape", "ids=1000000000000x3"], &out);
     assert!(line.starts_with("error: input ids: "), "{line}");
 }
+
+/// Issue 39: `--assert-output`, as tract spells it, is `--assert-outputs`: it checks the
+/// outputs (exit 1 on a difference), and `--atol` and `--rtol` take it as theirs.
+#[test]
+fn model_assert_output_is_tracts_spelling_of_assert_outputs() {
+    let c = concat();
+    let set = test_data_set(&c);
+    let text = ok(&[
+        "model",
+        utf8(&c.model),
+        "--inputs",
+        utf8(&set),
+        "--assert-output",
+        utf8(&set),
+        "--atol",
+        "0",
+    ]);
+    assert!(
+        text.contains("assert-outputs: all 1 outputs match"),
+        "{text}"
+    );
+    let mut wrong = Y;
+    wrong[5] = 4.0;
+    let refs = reference_dir(
+        c.dir.path(),
+        "wrong",
+        &[("y.npy", npy_f32(&[2, 3], &wrong))],
+    );
+    let out = run(&[
+        "model",
+        utf8(&c.model),
+        "--inputs",
+        utf8(&set),
+        "--assert-output",
+        utf8(&refs),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let help = ok(&["model", "--help"]);
+    assert!(help.contains("assert-output"), "{help}");
+}

@@ -75,7 +75,12 @@ pub struct ModelArgs {
     output_dir: Option<PathBuf>,
     /// Check every output against its reference in DIR (output_N.pb, NAME.npy) or an .npz
     /// archive: exit 1 naming the first that differs.
-    #[arg(long = "assert-outputs", value_name = "DIR")]
+    // The alias is tract's spelling, which users of its CLI type first.
+    #[arg(
+        long = "assert-outputs",
+        visible_alias = "assert-output",
+        value_name = "DIR"
+    )]
     assert_outputs: Option<PathBuf>,
     /// Absolute tolerance of float outputs under --assert-outputs.
     #[arg(long, value_name = "ATOL", default_value_t = 1e-7, requires = "assert_outputs",
