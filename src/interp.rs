@@ -1,6 +1,7 @@
 //! The reference interpreters: the oracles every other path is tested against, [`interpret`]
-//! for the gathers, [`interpret_quantized`] for the quantized gathers and
-//! [`interpret_scatter`] / [`interpret_scatter_in_place`] for the scatters.
+//! for the gathers (and [`interpret_at`], the same at chosen output elements),
+//! [`interpret_quantized`] for the quantized gathers and [`interpret_scatter`] /
+//! [`interpret_scatter_in_place`] for the scatters.
 //!
 //! Written straight from the specs' formulas, one output element at a time, with coordinates
 //! unravelled by hand. It shares nothing with the specialiser or the code generator (only the
@@ -27,60 +28,106 @@ pub use crate::scatter::{interpret_scatter, interpret_scatter_in_place};
 /// [`Error::IndexOutOfRange`] for the first bad index when the policy reports them;
 /// [`Error::Allocation`] if the output cannot be allocated.
 pub fn interpret(signature: &Validated, data: &[u8], indices: &[u8]) -> Result<Vec<u8>> {
+    check_inputs(signature, data, indices)?;
+    let element = signature.signature().dtype.size();
+    let mut out = zeroed(signature.output_len() * element)?;
+    for flat in 0..signature.output_len() {
+        write_element(signature, data, indices, flat, &mut out[flat * element..]);
+    }
+    Ok(out)
+}
+
+/// The output elements at `positions` (row-major element offsets into the output), in that
+/// order, as [`interpret`] computes them and after the same checks, without the rest of the
+/// output: the oracle of a large output at a sample of its elements, which `gather-jit layer`
+/// checks when the whole output would keep the interpreter busy for seconds.
+///
+/// # Errors
+/// As [`interpret`]: every index is checked, whatever `positions` are.
+///
+/// # Panics
+/// A position not below the output's length ([`Validated::output_len`]).
+pub fn interpret_at(
+    signature: &Validated,
+    data: &[u8],
+    indices: &[u8],
+    positions: &[usize],
+) -> Result<Vec<u8>> {
+    check_inputs(signature, data, indices)?;
+    let element = signature.signature().dtype.size();
+    let mut out = zeroed(positions.len() * element)?;
+    for (i, &flat) in positions.iter().enumerate() {
+        assert!(
+            flat < signature.output_len(),
+            "output element {flat} of {}",
+            signature.output_len()
+        );
+        write_element(signature, data, indices, flat, &mut out[i * element..]);
+    }
+    Ok(out)
+}
+
+/// Checks the buffers' lengths, then every index (see [`check_indices`]).
+fn check_inputs(signature: &Validated, data: &[u8], indices: &[u8]) -> Result<()> {
     let sig = signature.signature();
-    let element = sig.dtype.size();
-    check_len("data", data, signature.data_len() * element)?;
+    check_len("data", data, signature.data_len() * sig.dtype.size())?;
     check_len(
         "indices",
         indices,
         signature.indices_len() * sig.index_type.size(),
     )?;
-    check_indices(signature, indices)?;
+    check_indices(signature, indices)
+}
 
-    let out_shape = signature.output_shape();
-    let out_bytes = signature.output_len() * element;
+/// `bytes` zeros, or an allocation error: a valid signature's output may be larger than
+/// memory, and that is an error, not an abort.
+fn zeroed(bytes: usize) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    // A valid signature's output may be larger than memory: an error, not an abort.
-    out.try_reserve_exact(out_bytes)
+    out.try_reserve_exact(bytes)
         .map_err(|_| Error::Allocation {
             what: "the output",
-            bytes: out_bytes,
+            bytes,
         })?;
-    out.resize(out_bytes, 0);
+    out.resize(bytes, 0);
+    Ok(out)
+}
+
+/// Writes output element `flat` to the start of `out` (zero-filled, which a zeroed slice
+/// stays).
+fn write_element(signature: &Validated, data: &[u8], indices: &[u8], flat: usize, out: &mut [u8]) {
+    let sig = signature.signature();
+    let element = sig.dtype.size();
     let data_shape = &sig.data_shape;
     let indices_shape = &sig.indices_shape;
     let policy = sig.policy;
     let index_at = |coords: &[usize]| sig.index_type.read(indices, ravel(coords, indices_shape));
 
-    for flat in 0..signature.output_len() {
-        let o = unravel(flat, out_shape);
-        // The data coordinates this output element reads, or None for a zero-filled slice.
-        let source: Option<Vec<usize>> = match signature.op() {
-            ResolvedOp::Gather { axis, batch_dims } => {
-                // output[o] = data[o[:axis], indices[o[:b], o[axis..axis+q-b]], o[axis+q-b..]]
-                let q_rest = indices_shape.len() - batch_dims;
-                let index_coords = [&o[..batch_dims], &o[axis..axis + q_rest]].concat();
-                policy
-                    .resolve(index_at(&index_coords), data_shape[axis])
-                    .map(|i| [&o[..axis], &[i], &o[axis + q_rest..]].concat())
-            }
-            ResolvedOp::GatherElements { axis } => {
-                // output[o] = data[o with o[axis] replaced by indices[o]]
-                policy
-                    .resolve(index_at(&o), data_shape[axis])
-                    .map(|i| [&o[..axis], &[i], &o[axis + 1..]].concat())
-            }
-            ResolvedOp::GatherNd {
-                batch_dims,
-                index_depth,
-            } => gather_nd_source(signature, &o, batch_dims, index_depth, &index_at),
-        };
-        if let Some(source) = source {
-            let from = ravel(&source, data_shape) * element;
-            out[flat * element..(flat + 1) * element].copy_from_slice(&data[from..from + element]);
+    let o = unravel(flat, signature.output_shape());
+    // The data coordinates this output element reads, or None for a zero-filled slice.
+    let source: Option<Vec<usize>> = match signature.op() {
+        ResolvedOp::Gather { axis, batch_dims } => {
+            // output[o] = data[o[:axis], indices[o[:b], o[axis..axis+q-b]], o[axis+q-b..]]
+            let q_rest = indices_shape.len() - batch_dims;
+            let index_coords = [&o[..batch_dims], &o[axis..axis + q_rest]].concat();
+            policy
+                .resolve(index_at(&index_coords), data_shape[axis])
+                .map(|i| [&o[..axis], &[i], &o[axis + q_rest..]].concat())
         }
+        ResolvedOp::GatherElements { axis } => {
+            // output[o] = data[o with o[axis] replaced by indices[o]]
+            policy
+                .resolve(index_at(&o), data_shape[axis])
+                .map(|i| [&o[..axis], &[i], &o[axis + 1..]].concat())
+        }
+        ResolvedOp::GatherNd {
+            batch_dims,
+            index_depth,
+        } => gather_nd_source(signature, &o, batch_dims, index_depth, &index_at),
+    };
+    if let Some(source) = source {
+        let from = ravel(&source, data_shape) * element;
+        out[..element].copy_from_slice(&data[from..from + element]);
     }
-    Ok(out)
 }
 
 /// GatherND: `output[batch, t, s] = data[batch, indices[batch, t, :], s]`.

@@ -4,7 +4,7 @@
 //! build them op by op, with small shapes (dims up to 3, zero-sized dims included) so that the
 //! default 256 cases per property stay fast.
 
-use gather_jit::interp::interpret;
+use gather_jit::interp::{interpret, interpret_at};
 use gather_jit::ir::{ResolvedOp, Validated};
 use gather_jit::{DType, Error, Flavor, IndexType, NegativeIndices, Op, OutOfRange, Signature};
 use proptest::prelude::*;
@@ -448,6 +448,39 @@ proptest! {
         } else {
             let out = result.unwrap();
             prop_assert_eq!(out.len(), v.indices_len() * sig.dtype.size());
+        }
+    }
+
+    /// `interpret_at` gives `interpret`'s elements at any positions, in their order (repeats
+    /// included), and `interpret`'s error whatever the positions: `gather-jit layer` checks a
+    /// seeded sample of a large output with it.
+    #[test]
+    fn interpret_at_is_interpret_at_those_elements(
+        p in any_signature().prop_flat_map(|s| problem(s, 2)),
+        picks in prop::collection::vec(any::<Index>(), 0..8),
+    ) {
+        let v = p.validated();
+        let indices = index_bytes(p.signature.index_type, &p.indices);
+        let element = p.signature.dtype.size();
+        let positions: Vec<usize> = match v.output_len() {
+            0 => Vec::new(),
+            len => picks.iter().map(|pick| pick.index(len)).collect(),
+        };
+        match (p.run(), interpret_at(&v, &p.data, &indices, &positions)) {
+            (Ok(all), Ok(some)) => {
+                let expected: Vec<u8> = positions
+                    .iter()
+                    .flat_map(|&flat| all[flat * element..(flat + 1) * element].to_vec())
+                    .collect();
+                prop_assert_eq!(some, expected);
+            }
+            (Err(all), Err(some)) => prop_assert_eq!(all, some),
+            (all, some) => prop_assert!(
+                false,
+                "interpret {:?}, interpret_at {:?}",
+                all.map(drop),
+                some.map(drop)
+            ),
         }
     }
 }
