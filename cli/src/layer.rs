@@ -21,7 +21,8 @@ use crate::values::{parse_count, parse_dtype, parse_index_type, parse_integer};
 /// elements as in the OpenVINO op specs), checks that the output dims the file declares equal
 /// the inferred ones (a mismatch exits with status 2), then compiles and runs each layer on
 /// seeded random data with random valid indices through the JIT and the interpreter and prints
-/// the same table as `demo`.
+/// the same table as `demo`. The interpreter computes an output of more than 2^20 elements
+/// only at both ends and at a sample seeded by --seed (--full-check: all of it).
 #[derive(Args, Debug)]
 #[command(
     after_help = "Gather's axis (input port 2) comes from a `<data axis>` attribute, a comment
@@ -30,6 +31,7 @@ else --axis.
 
 Examples:
   gather-jit layer examples/seed_layers.xml
+  gather-jit layer examples/seed_layers.xml --full-check   (the interpreter on every element: seconds)
   gather-jit layer model.xml --axis 0 --json
   gather-jit layer big_model.xml --no-check"
 )]
@@ -48,11 +50,15 @@ pub struct LayerArgs {
     /// Seed of the random data and indices
     #[arg(long, default_value_t = 42, allow_hyphen_values = true, value_parser = parse_count)]
     pub seed: u64,
-    /// Do not run the reference interpreter: only compile, run and time the JIT (a large
-    /// layer spends nearly all its time in the interpreter); the report says the check was
-    /// skipped
+    /// Do not run the reference interpreter: only compile, run and time the JIT; the report
+    /// says the check was skipped
     #[arg(long)]
     pub no_check: bool,
+    /// Run the reference interpreter on every output element, however large the output (by
+    /// default one of more than 2^20 elements is checked at both ends and at a sample seeded by
+    /// --seed: the interpreter is naive and takes seconds on such an output)
+    #[arg(long, conflicts_with = "no_check")]
+    pub full_check: bool,
     #[command(flatten)]
     pub table: TableArgs,
 }
@@ -109,10 +115,10 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
         }
         return Err(Failure::usage(last.one_line()));
     }
-    let check = if args.no_check {
-        Check::Skip
-    } else {
-        Check::Interpreter
+    let check = match (args.no_check, args.full_check) {
+        (true, _) => Check::Skip,
+        (false, true) => Check::Interpreter,
+        (false, false) => Check::Sampled { seed: args.seed },
     };
     let mut rng = XorShift::new(args.seed);
     let progress = Progress::new("layer", parsed.layers.len() as u64);

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::interp::interpret;
+use gather_jit::interp::{interpret, interpret_at};
 use gather_jit::{Kernel, Signature};
 use serde_json::{Value, json};
 
@@ -101,6 +101,9 @@ pub struct Row {
     pub bytes_moved: u64,
     /// The verdict.
     pub agreement: Agreement,
+    /// The number of output elements compared when the interpreter checked a sample of them
+    /// (`None`: all of them, or none under `--no-check`).
+    pub sampled: Option<usize>,
     /// What differs, when the verdict is `No`.
     pub detail: Option<String>,
 }
@@ -111,11 +114,46 @@ const TIMING_BUDGET: Duration = Duration::from_millis(50);
 /// Whether a case's output is checked against the reference interpreter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Check {
-    /// Run the interpreter too and compare.
+    /// Run the interpreter on the whole output too and compare (`--full-check`).
     Interpreter,
-    /// Only the JIT (`layer --no-check`: a large layer spends nearly all its time in the
-    /// interpreter).
+    /// As [`Check::Interpreter`] for an output of up to [`SAMPLED_ABOVE`] elements; of a
+    /// larger one the interpreter computes only the elements [`sample_positions`] draws with
+    /// `seed`, and those are compared.
+    Sampled {
+        /// The seed of the sample (the command's `--seed`).
+        seed: u64,
+    },
+    /// Only the JIT (`layer --no-check`).
     Skip,
+}
+
+/// The largest output the default check interprets whole. The interpreter is naive on purpose
+/// (an element at a time, its coordinates unravelled into vectors), so the seed layers'
+/// Gather-1, of 48 million elements, kept it busy for seconds while its kernel takes
+/// milliseconds.
+pub const SAMPLED_ABOVE: usize = 1 << 20;
+
+/// The elements a sampled check compares at each end of the output, where a loop's first and
+/// last iterations (and a vector loop's tail) write.
+const SAMPLE_EDGE: usize = 4096;
+
+/// The elements a sampled check draws between the edges: enough that a kernel that gets a
+/// whole slice wrong is caught with near certainty (each of the Gather-1 layer's 201 600
+/// slices of 240 elements is drawn from with a probability of about 0.7), few enough that
+/// the interpreter takes tens of milliseconds.
+const SAMPLE_DRAWN: usize = 1 << 18;
+
+/// The output elements (row-major offsets) a sampled check of an output of `len` elements
+/// compares: the first and last [`SAMPLE_EDGE`], and [`SAMPLE_DRAWN`] drawn with `seed`,
+/// sorted, each once.
+pub fn sample_positions(len: usize, seed: u64) -> Vec<usize> {
+    let mut rng = XorShift::new(seed);
+    let edges = (0..SAMPLE_EDGE.min(len)).chain(len.saturating_sub(SAMPLE_EDGE)..len);
+    let drawn = (0..SAMPLE_DRAWN).map(|_| rng.below(len as u64) as usize);
+    let mut positions: Vec<usize> = edges.chain(drawn).collect();
+    positions.sort_unstable();
+    positions.dedup();
+    positions
 }
 
 /// [`run_case`] as a step of `progress`, named after the case.
@@ -145,13 +183,22 @@ pub fn run_case(case: &Case, check: Check) -> Result<Row> {
     let mut output =
         buffer::zeroed(output_bytes, "the JIT's output").map_err(|e| e.context(&case.label))?;
     let jit_result = kernel.run_bytes(&case.data, &case.indices, &mut output);
-    if check == Check::Skip {
-        jit_result.map_err(|e| Failure::from(e).context(&case.label))?;
-        let verdict = (Agreement::NotChecked, None);
-        return Ok(row(case, &kernel, Some(&mut output), None, verdict));
-    }
+    let sample = match check {
+        Check::Skip => {
+            jit_result.map_err(|e| Failure::from(e).context(&case.label))?;
+            let verdict = (Agreement::NotChecked, None);
+            return Ok(row(case, &kernel, Some(&mut output), None, verdict));
+        }
+        Check::Sampled { seed } if validated.output_len() > SAMPLED_ABOVE => {
+            Some(sample_positions(validated.output_len(), seed))
+        }
+        Check::Sampled { .. } | Check::Interpreter => None,
+    };
     let started = Instant::now();
-    let interp_result = interpret(validated, &case.data, &case.indices);
+    let interp_result = match &sample {
+        Some(positions) => interpret_at(validated, &case.data, &case.indices, positions),
+        None => interpret(validated, &case.data, &case.indices),
+    };
     let interp = started.elapsed();
     // Memory running out is the machine's limit, not a disagreement between the two.
     for (who, result) in [
@@ -163,9 +210,38 @@ pub fn run_case(case: &Case, check: Check) -> Result<Row> {
         }
     }
 
-    let (agreement, detail) = match (&jit_result, &interp_result) {
-        (Ok(()), Ok(expected)) if *expected == output => match &case.expected {
-            Some(spec) if *spec == output => (Agreement::YesWithSpec, None),
+    let verdict = verdict(
+        case,
+        (&jit_result, &output),
+        &interp_result,
+        sample.as_deref(),
+    );
+    // Warm calls are timed only where the first one succeeded.
+    let output = jit_result.is_ok().then_some(&mut output[..]);
+    let mut row = row(case, &kernel, output, Some(interp), verdict);
+    row.sampled = sample.map(|positions| positions.len());
+    Ok(row)
+}
+
+/// Whether the JIT's result (`jit`, and the output it wrote) agrees with the interpreter's
+/// (`interp`: the whole output, or its elements at `sample`) and with the spec's output, and
+/// what differs if not.
+fn verdict(
+    case: &Case,
+    (jit, output): (&gather_jit::Result<()>, &[u8]),
+    interp: &gather_jit::Result<Vec<u8>>,
+    sample: Option<&[usize]>,
+) -> (Agreement, Option<String>) {
+    let element = case.signature.dtype.size();
+    // What the interpreter's output is compared with: the JIT's whole output, or its elements
+    // at the sampled positions.
+    let compared = match sample {
+        Some(positions) => Cow::Owned(elements_at(output, positions, element)),
+        None => Cow::Borrowed(output),
+    };
+    match (jit, interp) {
+        (Ok(()), Ok(expected)) if *expected == *compared => match &case.expected {
+            Some(spec) if spec == output => (Agreement::YesWithSpec, None),
             Some(_) => (
                 Agreement::No,
                 Some("JIT and interpreter agree but differ from the spec's output".to_string()),
@@ -174,7 +250,8 @@ pub fn run_case(case: &Case, check: Check) -> Result<Row> {
         },
         (Err(a), Err(b)) if a == b => (Agreement::Yes, None),
         (Ok(()), Ok(expected)) => {
-            let at = first_difference(&output, expected) / sig.dtype.size();
+            let at = first_difference(&compared, expected) / element;
+            let at = sample.map_or(at, |positions| positions.get(at).copied().unwrap_or(at));
             (
                 Agreement::No,
                 Some(format!("JIT and interpreter differ at output element {at}")),
@@ -188,17 +265,16 @@ pub fn run_case(case: &Case, check: Check) -> Result<Row> {
                 outcome(interp.as_ref().map(|_| ()))
             )),
         ),
-    };
+    }
+}
 
-    // Warm calls are timed only where the first one succeeded.
-    let output = jit_result.is_ok().then_some(&mut output[..]);
-    Ok(row(
-        case,
-        &kernel,
-        output,
-        Some(interp),
-        (agreement, detail),
-    ))
+/// The elements of `output` (of `element` bytes each) at `positions`, in order.
+fn elements_at(output: &[u8], positions: &[usize], element: usize) -> Vec<u8> {
+    positions
+        .iter()
+        .flat_map(|&flat| &output[flat * element..(flat + 1) * element])
+        .copied()
+        .collect()
 }
 
 /// The row of `case`, its warm calls timed on `output` (if any), with the verdict and what
@@ -226,6 +302,7 @@ fn row(
         interp,
         bytes_moved: plan_bytes_moved(kernel.plan()),
         agreement,
+        sampled: None,
         detail,
     }
 }
@@ -305,7 +382,10 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row], wide: bool) -> io::Result<
                 human_time(r.jit),
                 r.interp.map_or_else(|| "-".to_string(), human_time),
                 format!("{:.2}", gbps(r.bytes_moved, r.jit)),
-                r.agreement.text().to_string(),
+                match (r.agreement, r.sampled) {
+                    (Agreement::Yes, Some(_)) => "yes (sampled)".to_string(),
+                    (agreement, _) => agreement.text().to_string(),
+                },
             ]
         })
         .collect();
@@ -374,6 +454,16 @@ pub fn print_table(out: &mut dyn Write, rows: &[Row], wide: bool) -> io::Result<
             writeln!(out, "{}: {detail}", row.label)?;
         }
     }
+    for row in rows {
+        if let Some(checked) = row.sampled {
+            let elements: usize = row.output_shape.iter().product();
+            writeln!(
+                out,
+                "(sampled: {checked} of {elements} elements of {}; --full-check checks all)",
+                row.label
+            )?;
+        }
+    }
     if rows.iter().any(|r| r.agreement == Agreement::NotChecked) {
         writeln!(
             out,
@@ -410,6 +500,12 @@ pub fn rows_json(rows: &[Row]) -> Value {
                     "bytes_moved": r.bytes_moved,
                     "gbps": gbps(r.bytes_moved, r.jit),
                     "checked": r.agreement != Agreement::NotChecked,
+                    "sampled": r.sampled.is_some(),
+                    "checked_elements": match (r.agreement, r.sampled) {
+                        (Agreement::NotChecked, _) => None,
+                        (_, Some(checked)) => Some(checked),
+                        (_, None) => Some(r.output_shape.iter().product::<usize>()),
+                    },
                     "agree": (r.agreement != Agreement::NotChecked)
                         .then_some(r.agreement != Agreement::No),
                     "detail": r.detail,
@@ -442,5 +538,71 @@ pub fn finish(out: &mut dyn Write, rows: &[Row], table: &TableArgs) -> Result<()
             "JIT and interpreter disagree on {}",
             bad.join(", ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gather of 4 rows of an [8, 4] f32 table: 16 output elements, on seeded inputs, with the
+    /// interpreter's whole output.
+    fn gather_case() -> (Case, Vec<u8>) {
+        let signature = Signature::gather(&[8, 4], &[4], 0, 0);
+        let case = Case::random("rows".into(), signature, &mut XorShift::new(7)).unwrap();
+        let validated = case.signature.validate().unwrap();
+        let output = interpret(&validated, &case.data, &case.indices).unwrap();
+        (case, output)
+    }
+
+    /// Issue 39: a sampled check compares the elements it samples, and a wrong one among them
+    /// is a disagreement naming its place in the whole output, as a full check's is.
+    #[test]
+    fn a_sampled_check_catches_a_wrong_element_it_samples() {
+        let (case, right) = gather_case();
+        let validated = case.signature.validate().unwrap();
+        let sample = [0, 5, 9, 15];
+        let interp = interpret_at(&validated, &case.data, &case.indices, &sample);
+        let check = |output: &[u8], sample: Option<&[usize]>| {
+            let interp = match sample {
+                Some(_) => interp.clone(),
+                None => Ok(right.clone()),
+            };
+            verdict(&case, (&Ok(()), output), &interp, sample)
+        };
+        assert_eq!(check(&right, Some(&sample)), (Agreement::Yes, None));
+        assert_eq!(check(&right, None), (Agreement::Yes, None));
+        for wrong_element in [0, 9, 15] {
+            let mut wrong = right.clone();
+            wrong[wrong_element * case.signature.dtype.size()] ^= 0x40;
+            let differ = format!("JIT and interpreter differ at output element {wrong_element}");
+            for sample in [Some(&sample[..]), None] {
+                assert_eq!(
+                    check(&wrong, sample),
+                    (Agreement::No, Some(differ.clone())),
+                    "{sample:?}"
+                );
+            }
+        }
+    }
+
+    /// The sample holds both ends of the output and a seeded draw between them, each element
+    /// once and in order; another seed draws other elements.
+    #[test]
+    fn the_sample_holds_both_ends_and_a_seeded_draw() {
+        let len = 50_000_000;
+        let sample = sample_positions(len, 42);
+        assert!(sample.windows(2).all(|w| w[0] < w[1]));
+        assert!(sample.iter().all(|&flat| flat < len));
+        assert_eq!(sample[..SAMPLE_EDGE], (0..SAMPLE_EDGE).collect::<Vec<_>>());
+        assert_eq!(
+            sample[sample.len() - SAMPLE_EDGE..],
+            (len - SAMPLE_EDGE..len).collect::<Vec<_>>()
+        );
+        assert!(sample.len() > SAMPLE_DRAWN, "{}", sample.len());
+        assert_eq!(sample, sample_positions(len, 42));
+        assert_ne!(sample, sample_positions(len, 43));
+        // An output smaller than the two edges is compared whole.
+        assert_eq!(sample_positions(100, 1), (0..100).collect::<Vec<_>>());
     }
 }

@@ -630,3 +630,47 @@ fn model_bench_times_a_fixed_number_of_runs() {
         assert!(line.contains("--bench"), "{flag}: {line}");
     }
 }
+
+/// The example of `layer`'s help kept the interpreter busy for seconds on the Gather-1 layer's
+/// 48 million elements: an output of more than 2^20 elements is now checked at both ends and at
+/// a sample seeded by `--seed`, and says so; `--full-check` checks every element, as before.
+#[test]
+fn layer_checks_a_large_output_at_a_seeded_sample() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/seed_layers.xml");
+    let seeds = seeds.to_str().unwrap();
+    let elements = |row: &Value| -> u64 {
+        let shape = row["output_shape"].as_array().unwrap();
+        shape.iter().map(|d| d.as_u64().unwrap()).product()
+    };
+    let rows = json(&["layer", seeds, "--json"]);
+    let rows = rows.as_array().unwrap();
+    for row in &rows[..3] {
+        assert_eq!(row["sampled"], false, "{row}");
+        assert_eq!(row["checked_elements"], elements(row), "{row}");
+    }
+    let gather1 = &rows[3];
+    assert_eq!(elements(gather1), 48_384_000, "{gather1}");
+    assert_eq!(
+        (&gather1["sampled"], &gather1["agree"]),
+        (&true.into(), &true.into())
+    );
+    let checked = gather1["checked_elements"].as_u64().unwrap();
+    assert!((1 << 18..1 << 20).contains(&checked), "{gather1}");
+    // Another seed, another sample (and other inputs).
+    let other = json(&["layer", seeds, "--json", "--seed", "7"]);
+    assert_ne!(other[3]["checked_elements"], checked, "{other}");
+
+    let text = ok(&["layer", seeds]);
+    assert!(
+        text.contains(&format!(
+            "(sampled: {checked} of 48384000 elements of Gather-1 (line 78); --full-check checks all)"
+        )),
+        "{text}"
+    );
+    let full = json(&["layer", seeds, "--json", "--full-check"]);
+    assert_eq!(full[3]["sampled"], false, "{full}");
+    assert_eq!(full[3]["checked_elements"], 48_384_000, "{full}");
+    assert_eq!(full[3]["agree"], true, "{full}");
+    let line = usage_error(&["layer", seeds, "--full-check", "--no-check"]);
+    assert!(line.contains("--no-check"), "{line}");
+}
