@@ -1,10 +1,14 @@
 //! `gather-jit model`: an ONNX model through tract with JIT-backed gathers (the
 //! `gather-jit-tract` integration), or with tract's own ops, or both compared. `inputs.rs`
 //! makes its inputs (files given, random tensors for the rest) and pins the model's input facts
-//! to them, `tensors.rs` reads tensor files (`.npy`, `.npz`, ONNX `.pb`) and sets of them, and
-//! `reference.rs` checks the outputs against reference files (`--assert-outputs`).
+//! to them, `tensors.rs` reads tensor files (`.npy`, `.npz`, ONNX `.pb`) and sets of them,
+//! `reference.rs` checks the outputs against reference files (`--assert-outputs`), `load.rs`
+//! reads, parses and optimises the model, and `outputs.rs` writes the outputs (`-o DIR`).
 
 mod inputs;
+mod load;
+mod outputs;
+mod proto;
 mod reference;
 mod tensors;
 
@@ -14,20 +18,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit_tract::{
-    GatherBlockQuantized, JitGather, JitScatter, QuantizedEngine, catch_panic, dtype_of,
-    run_checked,
-};
-use prost::Message;
+use gather_jit_tract::{catch_panic, run_checked};
 use serde_json::json;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::plan::SimpleState;
 
 use crate::failure::{Failure, Result};
-use crate::files::{self, Cap};
-use crate::npy::{self, ElementType};
 use crate::timing::Plan;
 use inputs::Inputs;
+use load::{Loaded, analyse, parse};
+use outputs::{output_files, output_names, write_outputs};
 use reference::{References, Tolerance};
 
 #[derive(Args, Debug)]
@@ -129,118 +129,6 @@ fn parse_tolerance(text: &str) -> std::result::Result<f64, String> {
         .ok()
         .filter(|t| t.is_finite() && *t >= 0.0)
         .ok_or_else(|| format!("{text} is not a tolerance (a finite number, 0 or more)"))
-}
-
-/// A node the report lists: its name, its op (and what runs it) and its inputs' facts.
-type NodeReport = (String, String, Vec<String>);
-
-/// A model ready to run, and the facts of its inputs and outputs.
-struct Loaded {
-    plan: Arc<TypedSimplePlan>,
-    gathers: Vec<NodeReport>,
-    scatters: Vec<NodeReport>,
-}
-
-/// Parses `path` with JIT-backed gathers or tract's own, under [`catch_panic`]: tract panics
-/// on some damaged files instead of returning an error. The file and the external data files
-/// it names are read under the CLI's file policy ([`files`]): regular files, the model at most
-/// a protobuf message's 2 GiB.
-fn parse(path: &Path, native: bool) -> Result<InferenceModel> {
-    let framework = match native {
-        true => gather_jit_tract::onnx_native(),
-        false => gather_jit_tract::onnx(),
-    };
-    let bytes = files::read_whole(path, Cap::PROTOBUF)?;
-    let cannot = |e: &dyn std::fmt::Display| {
-        Failure::usage(format!(
-            "{}: tract cannot read this model: {e:#}",
-            path.display()
-        ))
-    };
-    let proto = catch_panic("the ONNX decoder", || {
-        tract_onnx::pb::ModelProto::decode(&bytes[..]).map_err(TractError::from)
-    })
-    .map_err(|e| cannot(&e))?;
-    drop(bytes);
-    // As tract's `model_for_path`: external data is found next to the model.
-    let dir = path.parent().and_then(Path::to_str);
-    if let Some(graph) = &proto.graph {
-        tensors::check_external_data(graph, Path::new(dir.unwrap_or("")))?;
-    }
-    // gather-jit-tract's loader: tract's parser, after converting the INT4 / UINT4 tables of
-    // GatherBlockQuantized nodes, which tract cannot read, to the op's uint8 form.
-    catch_panic("tract's parser", || {
-        gather_jit_tract::model_for_proto(&framework, proto, dir)
-    })
-    .map_err(|e| cannot(&e))
-}
-
-/// Analyses and optimises the parsed `model` of `path` (its inputs pinned), each of tract's
-/// phases under [`catch_panic`].
-fn analyse(path: &Path, model: InferenceModel, native: bool) -> Result<Loaded> {
-    let which = match native {
-        true => "tract's own ops",
-        false => "gather-jit",
-    };
-    let cannot = |e: TractError| {
-        Failure::usage(format!(
-            "{}: tract cannot load this model with {which}: {e:#}",
-            path.display()
-        ))
-    };
-    let model = catch_panic("tract's analysis", || model.into_typed()).map_err(cannot)?;
-    let model = catch_panic("tract's optimiser", || model.into_optimized()).map_err(cannot)?;
-    let listed = |word: &str| -> Vec<NodeReport> {
-        (model.nodes().iter())
-            .filter(|node| node.op().name().contains(word))
-            .map(|node| node_report(&model, node))
-            .collect()
-    };
-    let (gathers, scatters) = (listed("Gather"), listed("Scatter"));
-    let plan = catch_panic("tract's into_runnable", || model.into_runnable()).map_err(cannot)?;
-    Ok(Loaded {
-        plan,
-        gathers,
-        scatters,
-    })
-}
-
-/// What the report says of a gather or scatter `node` of `model`.
-fn node_report(model: &TypedModel, node: &TypedNode) -> NodeReport {
-    let facts = node
-        .inputs
-        .iter()
-        .map(|&outlet| {
-            model.outlet_fact(outlet).map_or_else(
-                |e| format!("? ({e})"),
-                |fact| format!("{:?} {:?}", fact.datum_type, fact.shape),
-            )
-        })
-        .collect();
-    let op = match (
-        node.op_as::<JitGather>(),
-        node.op_as::<GatherBlockQuantized>(),
-        node.op_as::<JitScatter>(),
-    ) {
-        (Some(jit), _, _) => format!("{} (gather-jit: {})", node.op().name(), jit.op),
-        (_, Some(q), _) => format!(
-            "{} (gather-jit {}: {})",
-            node.op().name(),
-            match q.engine {
-                QuantizedEngine::Jit => "kernel",
-                QuantizedEngine::Interpreter => "interpreter",
-            },
-            node.op().info().unwrap_or_default().join(", ")
-        ),
-        (_, _, Some(jit)) => format!(
-            "{} (gather-jit: {} reduction={})",
-            node.op().name(),
-            jit.op,
-            jit.reduction
-        ),
-        _ => format!("{} (tract)", node.op().name()),
-    };
-    (node.name.clone(), op, facts)
 }
 
 /// Runs the plan, each node's outputs checked for size first (`run_checked`: tract's own ops
@@ -352,135 +240,6 @@ fn run_timing_gathers(
         }
         outputs
     })
-}
-
-/// The names of the model's outputs, for the files they are written to.
-fn output_names(outlets: &[OutletId], label: impl Fn(OutletId) -> Option<String>) -> Vec<String> {
-    (outlets.iter().enumerate())
-        .map(|(i, &outlet)| label(outlet).unwrap_or_else(|| format!("output_{i}")))
-        .collect()
-}
-
-/// Where each output goes (`dir/FILE`, FILE from [`file_names`]) and its element type,
-/// checked before the model runs: a type `.npy` can hold, and never a file the command reads
-/// (`reads`: role and path), which the rename over it would replace.
-fn output_files(
-    dir: &Path,
-    names: &[String],
-    model: &TypedModel,
-    reads: &[(&str, &Path)],
-) -> Result<Vec<(PathBuf, ElementType)>> {
-    let outlets = model.output_outlets().map_err(Failure::usage)?;
-    let mut files: Vec<(PathBuf, ElementType)> = Vec::new();
-    for ((name, file), outlet) in names.iter().zip(file_names(names)).zip(outlets) {
-        let fact = model.outlet_fact(*outlet).map_err(Failure::usage)?;
-        let dtype = dtype_of(fact.datum_type).ok_or_else(|| {
-            Failure::usage(format!(
-                "output {name}: {:?} has no .npy form",
-                fact.datum_type
-            ))
-        })?;
-        let path = dir.join(file);
-        files::refuse_to_overwrite(&path, reads)?;
-        files.push((path, ElementType::of(dtype)));
-    }
-    Ok(files)
-}
-
-/// A file name `NAME.npy` for each of `names` (of outputs for `-o`, and of inputs and outputs
-/// that `--inputs` and `--assert-outputs` match `NAME.npy` files to) that every common
-/// filesystem accepts, unlike many ONNX names (`onnx::Shape_422`, `/encoder/x:0`): ASCII
-/// letters, digits, `-`, `_` and inner `.` kept, anything else `_`; no leading dot; Windows'
-/// reserved device names get a leading `_`; an empty result is `output`; `_2`, `_3`, ... set
-/// apart names that collide (case-insensitively, as on macOS and Windows) with an earlier one.
-fn file_names(names: &[String]) -> Vec<String> {
-    let mut files: Vec<String> = Vec::new();
-    for name in names {
-        let file = unique_file_name(name, &files);
-        files.push(file);
-    }
-    files
-}
-
-/// The file name of `name` in [`file_names`], apart from the earlier names `taken`.
-fn unique_file_name(name: &str, taken: &[String]) -> String {
-    let mut stem: String = name
-        .chars()
-        .map(|c| match c {
-            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
-            _ => '_',
-        })
-        .collect();
-    stem = stem
-        .trim_start_matches('.')
-        .trim_end_matches('.')
-        .to_string();
-    if stem.is_empty() {
-        stem = "output".into();
-    }
-    const RESERVED: [&str; 22] = [
-        "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8",
-        "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9",
-    ];
-    let device = stem
-        .split('.')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_uppercase();
-    if RESERVED.contains(&device.as_str()) {
-        stem.insert(0, '_');
-    }
-    let is_taken = |file: &str| taken.iter().any(|t| t.eq_ignore_ascii_case(file));
-    let mut file = format!("{stem}.npy");
-    let mut n = 2;
-    while is_taken(&file) {
-        file = format!("{stem}_{n}.npy");
-        n += 1;
-    }
-    file
-}
-
-/// Writes each output to its file, all or none (see [`files::write_together`]; an output file
-/// that is a FIFO or a device is written through). On a failure `dir` is removed again if this
-/// call made it and it is empty.
-fn write_outputs(
-    dir: &Path,
-    files: &[(PathBuf, ElementType)],
-    outputs: &TVec<TValue>,
-) -> Result<()> {
-    let made_dir = !dir.exists();
-    std::fs::create_dir_all(dir).map_err(|e| Failure::io("create", dir, e))?;
-    let written = write_files(files, outputs);
-    if written.is_err() && made_dir {
-        // Only if empty: another program may have put something there meanwhile.
-        let _ = std::fs::remove_dir(dir);
-    }
-    written
-}
-
-/// Writes each output (header and bytes) to its file, all or none.
-fn write_files(files: &[(PathBuf, ElementType)], outputs: &TVec<TValue>) -> Result<()> {
-    let mut headers = Vec::with_capacity(files.len());
-    let mut bodies = Vec::with_capacity(files.len());
-    for ((path, element), output) in files.iter().zip(outputs) {
-        // tract's tensors can keep their bytes in a storage of their own; a model output
-        // normally is plain, and one that is not is an error rather than tract's panic.
-        let bytes = output.try_as_plain_ram().map_err(|e| {
-            Failure::usage(format!(
-                "{}: the output's bytes cannot be read: {e}",
-                path.display()
-            ))
-        })?;
-        headers.push(npy::header(*element, output.shape()));
-        bodies.push(bytes.as_bytes());
-    }
-    let pieces: Vec<[&[u8]; 2]> = (headers.iter().zip(&bodies))
-        .map(|(header, body)| [&header[..], body])
-        .collect();
-    let files: Vec<(&Path, &[&[u8]])> = (files.iter().zip(&pieces))
-        .map(|((path, _), pieces)| (path.as_path(), &pieces[..]))
-        .collect();
-    files::write_together(&files)
 }
 
 /// Whether two outputs are the same: plain numbers bit for bit (NaN payloads included), other
