@@ -9,7 +9,8 @@ use crate::failure::Result;
 use crate::openvino;
 use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, Case, Check, TableArgs};
+use crate::report::{self, Case, Check};
+use crate::table::{self, TableArgs};
 use crate::values::parse_count;
 
 /// The four `<layer>` examples of the seed specs (GatherND-8 x3, Gather-1), verbatim.
@@ -77,7 +78,7 @@ pub fn main(args: &DemoArgs, out: &mut dyn Write) -> Result<()> {
         &progress,
     )?);
     drop(progress);
-    report::finish(out, &rows, &args.table)
+    table::finish(out, &rows, &args.table)
 }
 
 /// ONNX Gather of token ids into a [30522, 768] f32 table (BERT-base's vocabulary).

@@ -12,7 +12,8 @@ use crate::files::{self, Cap};
 use crate::openvino::{Defaults, bin_path, parse};
 use crate::progress::Progress;
 use crate::random::XorShift;
-use crate::report::{self, Check, TableArgs};
+use crate::report::{self, Check};
+use crate::table::{self, TableArgs};
 use crate::values::{parse_count, parse_dtype, parse_index_type, parse_integer};
 
 /// Check and run the gather layers of an OpenVINO IR XML file.
@@ -131,5 +132,5 @@ pub fn main(args: &LayerArgs, out: &mut dyn Write) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     drop(progress);
-    report::finish(out, &rows, &args.table)
+    table::finish(out, &rows, &args.table)
 }

@@ -53,6 +53,7 @@ mod random;
 mod report;
 mod run;
 mod scatter;
+mod table;
 mod timing;
 mod values;
 
