@@ -17,7 +17,8 @@ use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::infer::{DimFact, Factoid, ShapeFactoid};
 
 use super::ModelArgs;
-use super::tensors::{self, Names, Role, describe, type_name};
+use super::datum::{describe, type_name};
+use super::tensors::{self, Names, Role};
 use crate::failure::{Failure, Result};
 use crate::random::XorShift;
 use crate::values::parse_shape;

@@ -5,6 +5,7 @@
 //! `reference.rs` checks the outputs against reference files (`--assert-outputs`), `load.rs`
 //! reads, parses and optimises the model, and `outputs.rs` writes the outputs (`-o DIR`).
 
+mod datum;
 mod inputs;
 mod load;
 mod outputs;

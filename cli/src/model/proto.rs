@@ -9,7 +9,7 @@ use gather_jit_tract::check_allocation;
 use tract_onnx::pb::{GraphProto, TensorProto};
 use tract_onnx::prelude::*;
 
-use super::tensors::{type_name, values};
+use super::datum::{type_name, values};
 use crate::failure::{Failure, Result};
 use crate::files::{self, Cap, Input};
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use tract_onnx::prelude::*;
 
-use super::tensors::{self, Found, Names, Role, describe};
+use super::datum::{self, describe};
+use super::tensors::{self, Found, Names, Role};
 use crate::failure::{Failure, Result};
 
 /// How far a float output may be from its reference: `|got - reference| <= atol + rtol *
@@ -159,7 +160,7 @@ fn rule(dt: DatumType, tolerance: Tolerance) -> String {
             "tolerance {} + {} x |reference|",
             tolerance.atol, tolerance.rtol
         ),
-        false => format!("{} must be equal", tensors::type_name(dt)),
+        false => format!("{} must be equal", datum::type_name(dt)),
     }
 }
 
@@ -211,7 +212,7 @@ fn index_of(mut at: usize, shape: &[usize]) -> Vec<usize> {
 
 /// The first difference of two tensors of type `T`, whose values must be equal.
 fn exact<T: Datum + PartialEq + Display>(got: &Tensor, want: &Tensor) -> Option<Difference> {
-    let (Ok(a), Ok(b)) = (tensors::values::<T>(got), tensors::values::<T>(want)) else {
+    let (Ok(a), Ok(b)) = (datum::values::<T>(got), datum::values::<T>(want)) else {
         return None;
     };
     first_difference(a, b, |x, y| x == y, |x| x.to_string())
@@ -225,7 +226,7 @@ fn floats<T: Datum + Copy + Debug>(
     tolerance: Tolerance,
     wide: impl Fn(T) -> f64,
 ) -> Option<Difference> {
-    let (Ok(a), Ok(b)) = (tensors::values::<T>(got), tensors::values::<T>(want)) else {
+    let (Ok(a), Ok(b)) = (datum::values::<T>(got), datum::values::<T>(want)) else {
         return None;
     };
     first_difference(
