@@ -139,6 +139,27 @@ fn unsafe_zeroed_rusage() -> libc::rusage {
     unsafe { std::mem::zeroed() }
 }
 
+/// `aot` of the gather on data [4, 6] and indices [2] for this machine, to `out`, then `extra`.
+fn aot_gather(out: &str, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "aot",
+        "--op",
+        "gather",
+        "--data-shape",
+        "4x6",
+        "--indices-shape",
+        "2",
+    ];
+    args.extend(["--target", "host", "-o", out]);
+    args.extend(extra);
+    args.into_iter().map(String::from).collect()
+}
+
+/// `args` as the `&str`s [`run`] takes.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 /// Runs `args`, expects a refusal ([`Ran::refused`]) whose line contains `says`.
 #[track_caller]
 fn refused_saying(args: &[&str], says: &str) {
@@ -398,20 +419,7 @@ fn outputs_that_are_fifos_or_devices_are_written_through() {
         .read_to_end(&mut member)
         .unwrap();
     assert_eq!(member, npy_bytes);
-    let aot_to = |out: &str| -> Vec<String> {
-        let shapes = [
-            "--data-shape",
-            "4x6",
-            "--indices-shape",
-            "2",
-            "--target",
-            "host",
-        ];
-        let mut args = vec!["aot", "--op", "gather"];
-        args.extend(shapes);
-        args.extend(["-o", out]);
-        args.into_iter().map(String::from).collect()
-    };
+    let aot_to = |out: &str| aot_gather(out, &[]);
     let object = through_fifo("k.o", &aot_to);
     assert!(object.starts_with(b"\x7fELF"), "an ELF object");
     // Without an extension: a FIFO or a device takes any name.
@@ -421,15 +429,12 @@ fn outputs_that_are_fifos_or_devices_are_written_through() {
         return;
     };
     for args in [run_to(utf8(&null)), aot_to(utf8(&null))] {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        run(&args).succeeded(&args);
+        run(&strs(&args)).succeeded(&strs(&args));
         still_special(&null);
     }
     let header = inputs.text("k.h");
-    let mut args = aot_to(utf8(&null));
-    args.extend(["--header".to_string(), header.clone()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run(&args).succeeded(&args);
+    let args = aot_gather(utf8(&null), &["--header", &header]);
+    run(&strs(&args)).succeeded(&strs(&args));
     still_special(&null);
     assert!(fs::read_to_string(&header).unwrap().contains("#define"));
 }
@@ -461,19 +466,8 @@ fn standard_output_as_an_output_holds_the_output_alone() {
         "--json",
     ];
     refused_saying(&args, "standard output, where --json prints");
-    let args = [
-        "aot",
-        "--op",
-        "gather",
-        "--data-shape",
-        "4x6",
-        "--indices-shape",
-        "2",
-        "--target",
-        "host",
-        "-o",
-        "/dev/stdout",
-    ];
+    let args = aot_gather("/dev/stdout", &[]);
+    let args = strs(&args);
     let ran = run(&args);
     ran.succeeded(&args);
     assert!(ran.stdout.starts_with(b"\x7fELF") && !ran.stdout.ends_with(b" bytes\n"));
@@ -515,19 +509,8 @@ fn outputs_with_other_extensions_are_refused() {
         );
         assert!(!Path::new(&out).exists());
     }
-    let args = [
-        "aot",
-        "--op",
-        "gather",
-        "--data-shape",
-        "4x6",
-        "--indices-shape",
-        "2",
-        "--target",
-        "host",
-        "-o",
-        "k.txt",
-    ];
+    let args = aot_gather("k.txt", &[]);
+    let args = strs(&args);
     refused_saying(&args, ".o or .obj");
 }
 
@@ -549,22 +532,8 @@ fn run_refuses_bools_other_than_0_and_1() {
 #[test]
 fn aot_refuses_symbols_a_c_program_defines() {
     for symbol in ["main", "errno", "exit", "malloc", "__start", "_Exit"] {
-        let args = [
-            "aot",
-            "--op",
-            "gather",
-            "--data-shape",
-            "4x6",
-            "--indices-shape",
-            "2",
-            "--target",
-            "host",
-            "--symbol",
-            symbol,
-            "-o",
-            "k.o",
-        ];
-        refused_saying(&args, symbol);
+        let args = aot_gather("k.o", &["--symbol", symbol]);
+        refused_saying(&strs(&args), symbol);
     }
 }
 
