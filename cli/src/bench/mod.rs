@@ -1,4 +1,11 @@
 //! `gather-jit bench`: per-call times of one kernel beside a memcpy of the output's size.
+//! `inputs.rs` makes what the kernel is called on, `report.rs` prints what was measured.
+
+mod inputs;
+mod report;
+
+use inputs::indices_from_file;
+pub use inputs::{BenchInputs, Call};
 
 use std::hint::black_box;
 use std::io::Write;
@@ -7,21 +14,17 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use gather_jit::{Inputs, KernelCache, Tuning};
-use serde_json::json;
+use gather_jit::{KernelCache, Tuning};
 
-use crate::failure::{Failure, Result, eprint_line};
+use crate::failure::{Failure, Result};
 use crate::hugepages;
 use crate::npz::{ArrayPath, read_array};
 use crate::op_kernel::{OpKernel, OpLayout, OpSignature};
 use crate::opargs::{OpArgs, SignatureArgs};
-use crate::progress::{self, Progress};
-use crate::quantized::{self, Input};
-use crate::random::{self, XorShift};
-use crate::scatter;
-use crate::timing::{
-    DEFAULT_WARMUP, Plan, gbps, human_time, measure, measure_each, measure_with, nanos,
-};
+use crate::progress::Progress;
+use crate::quantized::Input;
+use crate::random::XorShift;
+use crate::timing::{DEFAULT_WARMUP, Plan, Stats, measure, measure_each, measure_with};
 use crate::values::{count_between, parse_count};
 
 /// Time a kernel on seeded random data with random valid indices (or the indices of a file).
@@ -228,6 +231,23 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
         }
         return Ok(());
     }
+    let given = given_indices.as_ref();
+    let measured = measure_all(args, &sig, layout, tuning, given)?;
+    match args.json {
+        true => report::json(out, args, &sig, layout, &measured, given),
+        false => report::text(out, args, &sig, layout, &measured, given),
+    }
+}
+
+/// Every time a bench takes: compiles, cache hits, the kernel, and the memcpy and the fill of
+/// the output's size, each on buffers made before anything is timed.
+fn measure_all(
+    args: &BenchArgs,
+    sig: &OpSignature,
+    layout: OpLayout<'_>,
+    tuning: Tuning,
+    given_indices: Option<&Input>,
+) -> Result<Measured> {
     let progress = Progress::new("bench", 6);
     // Every buffer is made before anything is timed, so that one too large for memory fails
     // at once.
@@ -235,7 +255,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     let mut rng = XorShift::new(args.seed);
     let huge = !args.no_huge_pages;
     let limit = args.index_limit.unwrap_or(u64::MAX);
-    let given = given_indices.as_ref().map(|i| &i.array.bytes[..]);
+    let given = given_indices.map(|i| &i.array.bytes[..]);
     let mut inputs = BenchInputs::new(
         layout,
         &mut rng,
@@ -303,7 +323,7 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     progress.start("the kernel");
     let call = Call {
         kernel: &kernel,
-        sig: &sig,
+        sig,
         threads: threads as usize,
         in_place: args.in_place,
     };
@@ -335,353 +355,44 @@ pub fn main(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     drop(copy_chunks);
     drop(progress);
 
-    let moved = kernel.bytes_moved(args.in_place);
-    let ns = |x: f64| Duration::from_nanos(x.round() as u64);
-    let jit_gbps = gbps(moved, ns(jit.median));
-    let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
-    let ratio_to = |base: f64| if base > 0.0 { jit.median / base } else { 0.0 };
-    let ratio = ratio_to(memcpy.median);
-    let fill_ratio = ratio_to(fill.median);
-    if args.json {
-        let mut json = json!({
-            "signature": sig.to_string(),
-            "op": sig.op_text(),
-            "flavor": sig.flavor().or(args.op.flavor.map(|f| f.name())),
-            "dtype": sig.dtype().name(),
-            "index_type": sig.index_type().name(),
-            "data_shape": sig.data_shape(),
-            "indices_shape": sig.indices_shape(),
-            "output_shape": layout.output_shape(),
-            "seed": args.seed,
-            "index_limit": args.index_limit,
-            "huge_pages": huge,
-            "output_offset": args.output_offset,
-            "data_offset": args.data_offset,
-            "output_address_mod_64": output.as_ptr() as usize % 64,
-            "data_address_mod_64": inputs.data().as_ptr() as usize % 64,
-            "threads": args.threads,
-            "threads_used": threads_used,
-            "outer_extent": kernel.compiled().outer_extent(),
-            "code_bytes": kernel.code_bytes(),
-            "compile_ns": compile,
-            "first_compile_ns": nanos(first_compile),
-            "kernel_compile_ns": nanos(kernel.compiled().compile_time()),
-            "shared_code_ns": shared_code,
-            "cache_hit_ns": cache_hit.median,
-            "cache_hit_lent_ns": cache_hit_lent.median,
-            "warmup": args.warmup,
-            "iterations": jit.iterations,
-            "samples": jit.samples,
-            "calls_per_sample": jit.calls_per_sample,
-            "median_ns": jit.median,
-            "min_ns": jit.min,
-            "max_ns": jit.max,
-            "bytes_moved": moved,
-            "gbps": jit_gbps,
-            "memcpy_bytes": output_bytes,
-            "memcpy_ns": memcpy.median,
-            "memcpy_min_ns": memcpy.min,
-            "memcpy_gbps": memcpy_gbps,
-            "ratio_to_memcpy": ratio,
-            "fill_ns": fill.median,
-            "ratio_to_fill": fill_ratio,
-        });
-        // Apart from the object above, which is as large as `json!` expands.
-        json["debug_assertions"] = cfg!(debug_assertions).into();
-        json["p50_ns"] = jit.median.into();
-        json["p90_ns"] = jit.p90.into();
-        json["p99_ns"] = jit.p99.into();
-        json["checked"] = args.check.into();
-        json["indices_file"] = given_indices.as_ref().map(|i| i.path.to_string()).into();
-        // The scatters' own inputs and attributes, beside the keys every op has.
-        if let OpSignature::Scatter(scatter) = &sig {
-            json["updates_shape"] = scatter.updates_shape.clone().into();
-            json["reduction"] = scatter.reduction.name().into();
-            json["use_init_val"] = scatter.use_init_val.into();
-            json["in_place"] = args.in_place.into();
-        }
-        // The quantized ops' own buffers, beside the keys every op has.
-        if let Some(quantized) = layout.quantized() {
-            json["data_bytes_shape"] = quantized.data_bytes_shape().into();
-            json["scales_shape"] = quantized.scales_shape().into();
-            json["zero_points_bytes_shape"] = quantized.zero_points_bytes_shape().into();
-        }
-        progress::note_debug_timings();
-        outln!(out, "{json}");
-        return Ok(());
-    }
-    outln!(out, "signature     {sig}");
-    outln!(out, "output shape  {:?}", layout.output_shape());
-    if matches!(sig, OpSignature::Scatter(_)) {
-        let entry = if args.in_place {
-            "in place (data is the output; every call updates the same data)"
-        } else {
-            "out of place (output = data with the updates)"
-        };
-        outln!(out, "call          {entry}");
-    }
-    if let Some(input) = &given_indices {
-        outln!(out, "indices       from {}", input.path);
-    }
-    if args.check {
-        outln!(
-            out,
-            "check         the first call agrees with the interpreter"
-        );
-    }
-    if let Some(limit) = args.index_limit {
-        outln!(out, "indices       all below {limit} (a corner of data)");
-    }
-    let shared = match shared_code {
-        Some(median) => human_time(ns(median)),
-        None if tuning != Tuning::default() => "n/a (tuned)".to_string(),
-        None => "n/a (no code sharing for this op)".to_string(),
-    };
-    outln!(
-        out,
-        "compile       {} median, first {}, on shared code {shared} (cache hit {}, lent {})",
-        human_time(ns(compile)),
-        human_time(first_compile),
-        human_time(ns(cache_hit.median)),
-        human_time(ns(cache_hit_lent.median))
-    );
-    outln!(
-        out,
-        "per call      median {}, p90 {}, p99 {}, min {}, max {} ({} calls in {} samples after {} warm-up, {} thread{})",
-        human_time(ns(jit.median)),
-        human_time(ns(jit.p90)),
-        human_time(ns(jit.p99)),
-        human_time(ns(jit.min)),
-        human_time(ns(jit.max)),
-        jit.iterations,
-        jit.samples,
-        args.warmup,
+    Ok(Measured {
+        moved: kernel.bytes_moved(args.in_place),
+        output_address_mod_64: output.as_ptr() as usize % 64,
+        data_address_mod_64: inputs.data().as_ptr() as usize % 64,
+        kernel,
+        huge,
+        output_bytes,
+        first_compile,
+        compile,
+        shared_code,
+        cache_hit,
+        cache_hit_lent,
         threads_used,
-        if threads_used == 1 { "" } else { "s" }
-    );
-    outln!(
-        out,
-        "throughput    {jit_gbps:.2} GB/s ({moved} bytes moved per call)"
-    );
-    outln!(
-        out,
-        "memcpy        median {} for {output_bytes} bytes ({memcpy_gbps:.2} GB/s)",
-        human_time(ns(memcpy.median))
-    );
-    outln!(out, "jit / memcpy  {ratio:.2}");
-    outln!(
-        out,
-        "fill          median {} (output-sized, byte {FILL_BYTE:#x}); jit / fill {fill_ratio:.2}",
-        human_time(ns(fill.median))
-    );
-    progress::note_debug_timings();
-    if threads_used < threads {
-        eprint_line(format_args!(
-            "note: the {} splits into at most {threads_used} part(s) (the outermost loop \
-             has {} iteration(s)), so {threads_used} thread(s) were used",
-            if matches!(sig, OpSignature::Scatter(_)) {
-                "scatter"
-            } else {
-                "gather"
-            },
-            kernel.compiled().outer_extent(),
-        ));
-    }
-    Ok(())
+        jit,
+        memcpy,
+        fill,
+    })
 }
 
-/// The inputs of a bench (or of `explain --check`): seeded random data, valid indices (or a
-/// file's), and the quantized ops' scales and zero points or the scatters' updates, drawn in
-/// that order.
-pub struct BenchInputs {
-    /// Data, starting `data_offset` bytes in.
-    data_buffer: Vec<u8>,
-    data_offset: usize,
-    indices: Vec<u8>,
-    scales: Vec<u8>,
-    zero_points: Option<Vec<u8>>,
-    updates: Vec<u8>,
-}
-
-impl BenchInputs {
-    /// Every buffer of `layout`'s op, drawn from `rng` (indices below `limit`, or `given`),
-    /// advised huge pages if `huge`.
-    ///
-    /// # Errors
-    /// No valid index can be drawn; a buffer too large for memory.
-    pub fn new(
-        layout: OpLayout,
-        rng: &mut XorShift,
-        huge: bool,
-        data_offset: usize,
-        limit: u64,
-        given: Option<&[u8]>,
-    ) -> Result<BenchInputs> {
-        let data_bytes = layout.data_bytes()?;
-        let mut data_buffer =
-            hugepages::zeroed(data_offset.saturating_add(data_bytes), huge, "the data")?;
-        let data = &mut data_buffer[data_offset..];
-        match layout.scatter() {
-            Some(scatter_layout) => {
-                scatter::fill_values(scatter_layout.signature().dtype, data, rng);
-            }
-            None => rng.fill(data),
-        }
-        if let Some(quantized) = layout.quantized() {
-            quantized::finite_block_scales(quantized, data);
-        }
-        let indices_bytes = layout.indices_bytes()?;
-        let mut indices = hugepages::with_capacity(indices_bytes, huge, "the indices")?;
-        match given {
-            Some(given) => indices.extend_from_slice(given),
-            None => random::push_valid_op_indices(layout, rng, limit, &mut indices)?,
-        }
-        let (scales, zero_points) = match layout.quantized() {
-            Some(quantized) => quantized::random_scales(quantized, rng)?,
-            None => (Vec::new(), None),
-        };
-        let updates = match layout.scatter() {
-            Some(scatter_layout) => {
-                let sig = scatter_layout.signature();
-                let len = crate::buffer::byte_len(
-                    scatter_layout.updates_len(),
-                    sig.dtype.size(),
-                    "the updates",
-                )?;
-                let mut updates = hugepages::zeroed(len, huge, "the updates")?;
-                scatter::fill_values(sig.dtype, &mut updates, rng);
-                updates
-            }
-            None => Vec::new(),
-        };
-        Ok(BenchInputs {
-            data_buffer,
-            data_offset,
-            indices,
-            scales,
-            zero_points,
-            updates,
-        })
-    }
-
-    /// Data.
-    pub fn data(&self) -> &[u8] {
-        &self.data_buffer[self.data_offset..]
-    }
-
-    /// The buffers as a call takes them.
-    pub fn inputs(&self) -> Inputs<'_> {
-        Inputs {
-            data: self.data(),
-            indices: &self.indices,
-            scales: &self.scales,
-            zero_points: self.zero_points.as_deref(),
-            updates: &self.updates,
-        }
-    }
-}
-
-/// One kernel's call as the bench times it: out of place into an output, or (a scatter) in
-/// place on the inputs' data.
-pub struct Call<'a> {
-    /// The kernel.
-    pub kernel: &'a OpKernel,
-    /// Its signature (for the wording of index errors).
-    pub sig: &'a OpSignature,
-    /// Parts of each call (0: the kernel chooses).
-    pub threads: usize,
-    /// A scatter's in-place call.
-    pub in_place: bool,
-}
-
-impl Call<'_> {
-    /// One call, its errors as the user reads them; with `check`, its output (in place: the
-    /// data it updated) compared with the interpreter's on the same inputs.
-    ///
-    /// # Errors
-    /// A rejected index; no memory for `check`'s copy of data; a disagreement (status 1).
-    pub fn first(&self, inputs: &mut BenchInputs, output: &mut [u8], check: bool) -> Result<()> {
-        if !check {
-            return self
-                .again(inputs, output)
-                .map_err(|e| self.sig.index_failure(e));
-        }
-        if !self.in_place {
-            self.again(inputs, output)
-                .map_err(|e| self.sig.index_failure(e))?;
-            return crate::run::check(self.kernel, self.sig, &inputs.inputs(), output);
-        }
-        let data = inputs.data();
-        let mut original = crate::buffer::with_capacity(data.len(), "a copy of the data")?;
-        original.extend_from_slice(data);
-        self.again(inputs, output)
-            .map_err(|e| self.sig.index_failure(e))?;
-        let updated = inputs.data();
-        let before = Inputs {
-            data: &original,
-            ..inputs.inputs()
-        };
-        crate::run::check(self.kernel, self.sig, &before, updated)
-    }
-
-    /// One call.
-    ///
-    /// # Errors
-    /// The library's.
-    pub fn again(
-        &self,
-        inputs: &mut BenchInputs,
-        output: &mut [u8],
-    ) -> Result<(), gather_jit::Error> {
-        match (self.in_place, self.kernel.scatter()) {
-            (true, Some(kernel)) => {
-                let data = &mut inputs.data_buffer[inputs.data_offset..];
-                kernel.run_bytes_in_place_parallel(
-                    data,
-                    &inputs.indices,
-                    &inputs.updates,
-                    self.threads,
-                )
-            }
-            _ => self
-                .kernel
-                .compiled()
-                .run_inputs(inputs.inputs(), output, self.threads),
-        }
-    }
-}
-
-/// The index type and shape of exact indices read from a file (`bench --indices`), checked
-/// against the flags where given.
-///
-/// # Errors
-/// Indices that are not integers; a shape or type that differs from the flag's.
-fn indices_from_file(
-    input: &Input,
-    shape_flag: Option<&[usize]>,
-    type_flag: Option<gather_jit::IndexType>,
-) -> Result<(Vec<usize>, gather_jit::IndexType)> {
-    let array = &input.array;
-    let index_type = array.element.index_type().ok_or_else(|| {
-        Failure::usage(format!(
-            "{}: indices must have an integer type, found {}",
-            input.path,
-            array.element.dtype().map_or("?", gather_jit::DType::name)
-        ))
-    })?;
-    if let Some(flag) = shape_flag.filter(|&flag| flag != array.shape.as_slice()) {
-        return Err(Failure::usage(format!(
-            "{}: shape {:?} differs from --indices-shape {flag:?} (leave the flag out to take \
-             the file's)",
-            input.path, array.shape
-        )));
-    }
-    if let Some(flag) = type_flag.filter(|&flag| flag != index_type) {
-        return Err(Failure::usage(format!(
-            "{}: index type {index_type} differs from --index-type {flag} (leave the flag out \
-             to take the file's)",
-            input.path
-        )));
-    }
-    Ok((array.shape.clone(), index_type))
+/// What [`measure_all`] measured, for the report.
+struct Measured {
+    kernel: OpKernel,
+    /// Whether buffers of 4 MiB or more were advised to use huge pages.
+    huge: bool,
+    output_bytes: usize,
+    /// Bytes a call reads and writes.
+    moved: u64,
+    output_address_mod_64: usize,
+    data_address_mod_64: usize,
+    first_compile: Duration,
+    /// Median nanoseconds of a fresh compile.
+    compile: f64,
+    /// Median nanoseconds of a compile on a live kernel's code, where the op shares code.
+    shared_code: Option<f64>,
+    cache_hit: Stats,
+    cache_hit_lent: Stats,
+    threads_used: u64,
+    jit: Stats,
+    memcpy: Stats,
+    fill: Stats,
 }
