@@ -1,12 +1,14 @@
 //! The flags shared by `run`, `explain` and `bench`: op, flavor, attributes, policy, shapes and
-//! types, and how they become an [`OpSignature`] (their values are parsed in `values.rs`).
+//! types, and how they become an [`OpSignature`] (their values are parsed in `values.rs`);
+//! the quantized gathers' and the scatters' own flags are in `quantized.rs` and `scatter.rs`.
+
+mod quantized;
+mod scatter;
 
 use clap::{Args, ValueEnum};
-use gather_jit::quant::Quantization;
-use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterOp, ScatterSignature};
+use gather_jit::scatter::{Reduction, ScatterFlavor};
 use gather_jit::{
-    BlockQuantization, DType, Flavor, GgufFormat, IndexType, NegativeIndices, Op, Options,
-    OutOfRange, QuantizedSignature, Signature,
+    DType, Flavor, GgufFormat, IndexType, NegativeIndices, Op, Options, OutOfRange, Signature,
 };
 
 use crate::failure::{Failure, Result};
@@ -200,40 +202,6 @@ impl OpArgs {
         })
     }
 
-    /// The flavor of a scatter `kind`: `--flavor`, else onnx, but for scatter-update
-    /// openvino-scatterupdate3, the one flavor that defines it.
-    ///
-    /// # Errors
-    /// `--flavor` names a gather flavor only, or a scatter flavor that does not define `kind`
-    /// (the message names those that do).
-    pub fn scatter_flavor(&self, kind: OpKind) -> Result<ScatterFlavor> {
-        let op = scatter_op(kind, 0)?.name();
-        let defining: Vec<&str> = ScatterFlavor::ALL
-            .into_iter()
-            .filter(|f| f.supports(op))
-            .map(ScatterFlavor::name)
-            .collect();
-        let flavor = match self.flavor {
-            None if kind == OpKind::ScatterUpdate => ScatterFlavor::OpenvinoScatterUpdate3,
-            None => ScatterFlavor::Onnx,
-            Some(name) => name.scatter().ok_or_else(|| {
-                Failure::usage(format!(
-                    "--flavor {name} is a gather flavor; --op {} takes {}",
-                    kind.flag(),
-                    defining.join(", ")
-                ))
-            })?,
-        };
-        if !flavor.supports(op) {
-            return Err(Failure::usage(format!(
-                "--flavor {flavor} does not define --op {} ({op}); the flavors that do: {}",
-                kind.flag(),
-                defining.join(", ")
-            )));
-        }
-        Ok(flavor)
-    }
-
     /// The signature of any op on these (logical) shapes and types, `zero_points` for a
     /// block-quantized signature with zero points (`--zero-points`).
     ///
@@ -289,211 +257,6 @@ impl OpArgs {
         }
         let sig = self.signature(data_shape, indices_shape, dtype, index_type)?;
         Ok(OpSignature::Plain(sig))
-    }
-
-    /// The quantized gather's storage form and attributes, with zero points if `zero_points`.
-    ///
-    /// # Errors
-    /// Not a quantized op; a required attribute missing (`--bits`, `--block-size`,
-    /// `--format`); an attribute of another op given.
-    pub fn quantization(&self, zero_points: bool) -> Result<Quantization> {
-        let kind = self.kind()?;
-        let reject = |flag: &str| {
-            Failure::usage(format!(
-                "--{flag} does not apply to --op {} (it has no such attribute)",
-                kind.flag()
-            ))
-        };
-        if self.axis.is_some() {
-            return Err(reject("axis"));
-        }
-        if self.batch_dims.is_some() {
-            return Err(reject("batch-dims"));
-        }
-        if let Some(flag) = self.scatter_flag() {
-            return Err(reject(flag));
-        }
-        match kind {
-            OpKind::GatherBlockQuantized => {
-                if self.format.is_some() {
-                    return Err(reject("format"));
-                }
-                let required = |flag: &str, accepted: &str| {
-                    Failure::usage(format!(
-                        "--{flag} is required with --op gather-block-quantized ({accepted})"
-                    ))
-                };
-                let bits = self.bits.ok_or_else(|| required("bits", "4 or 8"))?;
-                let block_size = self
-                    .block_size
-                    .ok_or_else(|| required("block-size", "a power of two, at least 16"))?;
-                Ok(Quantization::Block(BlockQuantization {
-                    gather_axis: self.gather_axis.unwrap_or(0),
-                    quantize_axis: self.quantize_axis.unwrap_or(1),
-                    block_size: usize::try_from(block_size).unwrap_or(usize::MAX),
-                    bits,
-                    zero_points,
-                }))
-            }
-            OpKind::GatherGguf => {
-                for (flag, given) in [
-                    ("bits", self.bits.is_some()),
-                    ("block-size", self.block_size.is_some()),
-                    ("gather-axis", self.gather_axis.is_some()),
-                    ("quantize-axis", self.quantize_axis.is_some()),
-                    ("zero-points", zero_points),
-                ] {
-                    if given {
-                        return Err(reject(flag));
-                    }
-                }
-                let format = self.format.ok_or_else(|| {
-                    Failure::usage("--format is required with --op gather-gguf (q4_0 or q8_0)")
-                })?;
-                Ok(Quantization::Gguf(format))
-            }
-            other => Err(Failure::usage(format!(
-                "--op {} is not a quantized gather",
-                other.flag()
-            ))),
-        }
-    }
-
-    /// The quantized signature on these shapes (`data_shape` logical) and types (not yet
-    /// validated). Its index rule is the op's own (ONNX Runtime's, llama.cpp's), or that of
-    /// `--flavor` where given, with the `--negative` / `--oob` overrides.
-    ///
-    /// # Errors
-    /// A flavor that names one OpenVINO operator.
-    pub fn quantized_signature(
-        &self,
-        quantization: Quantization,
-        data_shape: &[usize],
-        indices_shape: &[usize],
-        dtype: DType,
-        index_type: IndexType,
-    ) -> Result<QuantizedSignature> {
-        let sig = match quantization {
-            Quantization::Block(q) => {
-                QuantizedSignature::block_quantized(data_shape, indices_shape, q)
-            }
-            Quantization::Gguf(format) => {
-                let rows = data_shape.first().copied().unwrap_or(0);
-                let row_len = data_shape.get(1).copied().unwrap_or(0);
-                let mut sig = QuantizedSignature::gguf(format, rows, row_len, indices_shape);
-                // Validation reports a rank other than 2 on the shape as given.
-                sig.data_shape = data_shape.to_vec();
-                sig
-            }
-        };
-        let mut policy = match self.flavor.map(|name| (name, name.gather())) {
-            None => sig.policy,
-            Some((_, Some(flavor @ (Flavor::Onnx | Flavor::TensorRt)))) => flavor.default_policy(),
-            Some((other, _)) => {
-                return Err(Failure::usage(format!(
-                    "--flavor {other} names one OpenVINO operator, not {}: the quantized ops \
-                     take --flavor onnx or tensorrt (their index rules), or none (the op's own)",
-                    sig.op_name()
-                )));
-            }
-        };
-        if let Some(negative) = self.negative {
-            policy.negative = match negative {
-                Negative::Wrap => NegativeIndices::Wrap,
-                Negative::Invalid => NegativeIndices::Invalid,
-            };
-        }
-        if let Some(oob) = self.oob {
-            policy.out_of_range = match oob {
-                Oob::Error => OutOfRange::Error,
-                Oob::Zero => OutOfRange::Zero,
-                Oob::Clamp => OutOfRange::Clamp,
-            };
-        }
-        Ok(sig
-            .with_policy(policy)
-            .with_dtype(dtype)
-            .with_index_type(index_type))
-    }
-
-    /// Whether a quantized-only flag was given (an error with the other ops).
-    fn quantized_flag(&self) -> Option<&'static str> {
-        [
-            ("bits", self.bits.is_some()),
-            ("block-size", self.block_size.is_some()),
-            ("gather-axis", self.gather_axis.is_some()),
-            ("quantize-axis", self.quantize_axis.is_some()),
-            ("format", self.format.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(flag, given)| given.then_some(flag))
-    }
-
-    /// Whether a scatter-only flag was given (an error with the gathers).
-    fn scatter_flag(&self) -> Option<&'static str> {
-        [
-            ("reduction", self.reduction.is_some()),
-            ("use-init-val", self.use_init_val.is_some()),
-        ]
-        .into_iter()
-        .find_map(|(flag, given)| given.then_some(flag))
-    }
-
-    /// The scatter signature on these shapes and types (not yet validated): the updates shape
-    /// as given, else the one the op's rule derives from data's and indices'.
-    ///
-    /// # Errors
-    /// A flag the scatters do not take (`--batch-dims`, `--oob`, the quantized ops'), `--axis`
-    /// with scatter-nd; a flavor that does not define the op.
-    pub fn scatter_signature(
-        &self,
-        [data_shape, indices_shape]: [&[usize]; 2],
-        updates_shape: Option<&[usize]>,
-        dtype: DType,
-        index_type: IndexType,
-    ) -> Result<ScatterSignature> {
-        let kind = self.kind()?;
-        let reject = |flag: &str| {
-            Failure::usage(format!(
-                "--{flag} does not apply to --op {} (it has no such attribute)",
-                kind.flag()
-            ))
-        };
-        if let Some(flag) = self.quantized_flag() {
-            return Err(reject(flag));
-        }
-        if self.batch_dims.is_some() {
-            return Err(reject("batch-dims"));
-        }
-        if self.oob.is_some() {
-            return Err(Failure::usage(format!(
-                "--oob does not apply to --op {}: an out-of-range index is always an error \
-                 for the scatters",
-                kind.flag()
-            )));
-        }
-        if kind == OpKind::ScatterNd && self.axis.is_some() {
-            return Err(reject("axis"));
-        }
-        let op = scatter_op(kind, self.axis.unwrap_or(0))?;
-        let flavor = self.scatter_flavor(kind)?;
-        let updates_shape = match updates_shape {
-            Some(shape) => shape.to_vec(),
-            None => derived_updates_shape(op, data_shape, indices_shape),
-        };
-        let mut sig = ScatterSignature::new(op, data_shape, indices_shape, &updates_shape)
-            .with_flavor(flavor)
-            .with_reduction(self.reduction.unwrap_or(Reduction::None))
-            .with_use_init_val(self.use_init_val.unwrap_or(true))
-            .with_dtype(dtype)
-            .with_index_type(index_type);
-        if let Some(negative) = self.negative {
-            sig = sig.with_negative(match negative {
-                Negative::Wrap => NegativeIndices::Wrap,
-                Negative::Invalid => NegativeIndices::Invalid,
-            });
-        }
-        Ok(sig)
     }
 
     /// The op with its attributes.
@@ -645,47 +408,5 @@ impl SignatureArgs {
             self.zero_points,
             self.updates_shape.as_ref().map(|shape| &shape.0[..]),
         )
-    }
-}
-
-/// The scatter op of `kind` with its axis.
-///
-/// # Errors
-/// `kind` is not a scatter.
-fn scatter_op(kind: OpKind, axis: i64) -> Result<ScatterOp> {
-    match kind {
-        OpKind::ScatterNd => Ok(ScatterOp::Nd),
-        OpKind::ScatterElements => Ok(ScatterOp::Elements { axis }),
-        OpKind::ScatterUpdate => Ok(ScatterOp::Update { axis }),
-        other => Err(Failure::usage(format!(
-            "--op {} is not a scatter",
-            other.flag()
-        ))),
-    }
-}
-
-/// The updates shape `op`'s rule gives for these shapes; where the shapes break the rule's
-/// preconditions (an axis or index depth out of range), something the library's validation
-/// then reports on its own terms.
-fn derived_updates_shape(op: ScatterOp, data: &[usize], indices: &[usize]) -> Vec<usize> {
-    match op {
-        ScatterOp::Nd => {
-            let Some((&depth, outer)) = indices.split_last() else {
-                return Vec::new();
-            };
-            let rest = data.get(depth..).unwrap_or(&[]);
-            [outer, rest].concat()
-        }
-        ScatterOp::Elements { .. } => indices.to_vec(),
-        ScatterOp::Update { axis } => {
-            let rank = data.len() as i64;
-            let axis = if axis < 0 { axis + rank } else { axis };
-            match usize::try_from(axis) {
-                Ok(axis) if axis < data.len() => {
-                    [&data[..axis], indices, &data[axis + 1..]].concat()
-                }
-                _ => indices.to_vec(),
-            }
-        }
     }
 }
