@@ -1,14 +1,19 @@
 //! Golden tests: the printed forms a reader (and `gather-jit explain`) sees, for plans, CLIF
-//! and `Kernel::explain`. A change in lowering or planning shows here as a readable diff;
+//! and the `explain` of every family's kernel. A change in lowering or planning shows here as a readable diff;
 //! when it is intended, paste the printed "actual" text over the expected one.
 //!
 //! Plans are built for `Host::REFERENCE`, so they are the same on every machine; the CLIF
 //! names the calling convention, so those goldens run on x86-64 Linux only.
 
+use gather_jit::quant::{BlockQuantization, GgufFormat, QuantizedSignature};
+use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterSignature};
 use gather_jit::specialize::{Host, Plan};
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use gather_jit::{DType, IndexType};
-use gather_jit::{Flavor, IndexPolicy, Kernel, NegativeIndices, OutOfRange, Signature, Tuning};
+use gather_jit::{
+    Flavor, IndexPolicy, Kernel, NegativeIndices, OutOfRange, QuantizedKernel, ScatterKernel,
+    Signature, Tuning,
+};
 use gather_jit_workloads::performance_cases;
 
 /// Compares printed text with its golden copy (both trimmed of surrounding newlines) and on a
@@ -550,6 +555,98 @@ plan: 16 lookup(s), index type i64, negative=wrap, oob=zero
     loop 1: extent 4, strides (bytes) data 0, indices 8, output 4
       index 0: at +0 bytes, dim size 3, data stride 4 bytes
       copy 4 bytes
+"#,
+    );
+}
+
+/// A 4-bit `GatherBlockQuantized` with zero points: buffers in bytes and the fused loop nest.
+#[test]
+fn explain_of_a_block_quantized_gather() {
+    let quantization = BlockQuantization {
+        block_size: 32,
+        bits: 4,
+        zero_points: true,
+        ..BlockQuantization::default()
+    };
+    let signature = QuantizedSignature::block_quantized(&[8, 64], &[3], quantization);
+    let kernel = QuantizedKernel::compile(&signature).expect("compiles");
+    check(
+        &kernel.explain(),
+        r#"
+signature:     GatherBlockQuantized(gather_axis=0, quantize_axis=1, block_size=32, bits=4, zero_points) data [8, 64] indices [3]:i64 -> f32 (negative=wrap, oob=error)
+output shape:  [3, 64]
+data:          [8, 32] bytes
+scales:        [8, 2]
+zero points:   [8, 1] bytes
+
+loops: 1 x 1 x 1 positions before the gather axis
+  indices: start..end of 3 (the range `call_range` and `call_parallel` split)
+    slice: 64 values as 1 row(s) of 64 values, whole blocks of 32 dequantized 16 values at a time
+"#,
+    );
+}
+
+/// GGUF `Q8_0` rows, as llama.cpp's `get_rows` reads them.
+#[test]
+fn explain_of_a_gguf_q8_0_gather() {
+    let signature = QuantizedSignature::gguf(GgufFormat::Q8_0, 16, 64, &[2, 2]);
+    let kernel = QuantizedKernel::compile(&signature).expect("compiles");
+    check(
+        &kernel.explain(),
+        r#"
+signature:     GatherGGUF(q8_0) data [16, 64] indices [2, 2]:i64 -> f32 (negative=invalid, oob=error)
+output shape:  [2, 2, 64]
+data:          [16, 68] bytes
+scales:        []
+zero points:   none
+
+loops: 1 x 1 x 1 positions before the gather axis
+  indices: start..end of 4 (the range `call_range` and `call_parallel` split)
+    slice: 64 values as 1 row(s) of 64 values, whole blocks of 32 dequantized 16 values at a time
+"#,
+    );
+}
+
+/// A ScatterND that adds rows (an embedding's gradient): the index scan, then the writes.
+#[test]
+fn explain_of_a_scatter_nd_sum() {
+    let signature =
+        ScatterSignature::scatter_nd(&[6, 4], &[3, 1], &[3, 4]).with_reduction(Reduction::Sum);
+    let kernel = ScatterKernel::compile(&signature).expect("compiles");
+    check(
+        &kernel.explain(),
+        r#"
+signature:     ScatterND [onnx] reduction=sum data [6, 4]:f32 indices [3, 1]:i64 updates [3, 4] (negative=wrap)
+resolved:      Nd { index_depth: 1 }
+output shape:  [6, 4]
+
+pass 1: check the 3 index(es) in row-major order (negative=wrap); a bad one fails the call before anything is written
+pass 2: for each of 3 tuple(s) of 1 index(es), in index order:
+  write 4 element(s) (16 bytes): sum f32 in f32x4 lanes (1 vector(s) + 0 element(s))
+a parallel call splits data into ranges of whole slices: each part runs pass 2 and writes its own range only (a call over all of data tests no ranges)
+"#,
+    );
+}
+
+/// OpenVINO's ScatterElementsUpdate-12 with mean along axis 1: the counts mean needs.
+#[test]
+fn explain_of_a_scatter_elements_mean() {
+    let signature = ScatterSignature::scatter_elements(&[3, 5], &[3, 2], &[3, 2], 1)
+        .with_flavor(ScatterFlavor::OpenvinoScatterElementsUpdate12)
+        .with_reduction(Reduction::Mean);
+    let kernel = ScatterKernel::compile(&signature).expect("compiles");
+    check(
+        &kernel.explain(),
+        r#"
+signature:     ScatterElements(axis=1) [openvino-scatterelementsupdate12] reduction=mean data [3, 5]:f32 indices [3, 2]:i64 updates [3, 2] (negative=wrap)
+resolved:      Elements { axis: 1 }
+output shape:  [3, 5]
+
+pass 1: check the 6 index(es) in row-major order (negative=wrap) (one scan without branches, then the first bad one looked up if there is one); a bad one fails the call before anything is written
+pass 2: for each of 6 index(es), along data axis 1 (4 a loop trip), in index order:
+  write 1 element(s) (4 bytes): mean f32 element by element
+  count each element's updates; the sums are divided by the counts after the kernel returns
+a parallel call splits data into ranges of whole slices: each part runs pass 2 and writes its own range only (a call over all of data tests no ranges)
 "#,
     );
 }
