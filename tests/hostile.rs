@@ -756,3 +756,51 @@ fn negative_indices_under_invalid_through_the_jit() {
         }
     );
 }
+
+/// One null-pointer contract for every family: a raw call takes a null pointer for any buffer
+/// of 0 bytes (for a zero-length access every pointer is valid, null included, as `std::ptr`
+/// says), as the scatters' calls do (`scatter_review::raw_calls_accept_null_pointers_*`).
+#[test]
+fn raw_calls_of_the_gathers_accept_null_pointers_for_empty_buffers() {
+    use gather_jit::quant::{BlockQuantization, GgufFormat, QuantizedSignature};
+    use gather_jit::{Kernel, QuantizedKernel};
+
+    let null = std::ptr::null::<u8>();
+    let null_mut = std::ptr::null_mut::<u8>();
+    // Empty indices, so an empty output, over data that is there and data that is empty.
+    for (data_shape, indices_shape) in [(&[4usize, 3][..], &[0usize][..]), (&[0, 3], &[0])] {
+        let kernel =
+            Kernel::compile(&Signature::gather(data_shape, indices_shape, 0, 0)).expect("compiles");
+        let data = vec![7u8; data_shape.iter().product::<usize>() * 4];
+        let data_ptr = if data.is_empty() { null } else { data.as_ptr() };
+        // SAFETY: data holds the signature's bytes (or none, and is null); indices and output
+        // hold 0 bytes, for which null is valid.
+        unsafe { kernel.call(data_ptr, null, null_mut) }.expect("call");
+        // SAFETY: as above.
+        unsafe { kernel.call_parallel(data_ptr, null, null_mut, 3) }.expect("call_parallel");
+    }
+    // A quantized gather of no rows: indices and output empty; and GGUF takes no scales.
+    let block = QuantizedSignature::block_quantized(
+        &[8, 64],
+        &[0],
+        BlockQuantization {
+            block_size: 32,
+            ..BlockQuantization::default()
+        },
+    );
+    let gguf = QuantizedSignature::gguf(GgufFormat::Q8_0, 4, 32, &[0]);
+    for signature in [block, gguf] {
+        let kernel = QuantizedKernel::compile(&signature).expect("compiles");
+        let layout = kernel.layout();
+        let data = vec![0u8; layout.data_bytes_shape().iter().product()];
+        let scales = vec![0u8; layout.scales_shape().iter().product::<usize>() * 4];
+        let scales_ptr = if scales.is_empty() {
+            null
+        } else {
+            scales.as_ptr()
+        };
+        // SAFETY: data and scales hold the layout's bytes (scales none, and null, for GGUF);
+        // indices, zero points (absent) and output hold 0 bytes.
+        unsafe { kernel.call(data.as_ptr(), null, scales_ptr, null, null_mut) }.expect("call");
+    }
+}

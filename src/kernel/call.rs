@@ -60,7 +60,8 @@ impl Kernel {
     ///   required.
     /// - `output` does not overlap `data` or `indices`, and no other thread reads or writes the
     ///   part of `output` this range writes while the call runs.
-    /// - Pointers to zero-length buffers may be dangling but must not be null.
+    /// - A pointer to a buffer of 0 bytes may be anything, null included (every pointer is
+    ///   valid for a zero-length access), as for every family's raw calls.
     ///
     /// # Errors
     /// Under `OutOfRange::Error` (and for an index into an empty dimension under `Clamp`):

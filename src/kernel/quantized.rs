@@ -188,8 +188,8 @@ impl QuantizedKernel {
     /// row-major order) under [`OutOfRange::Error`]; the output is then partly written.
     ///
     /// # Safety
-    /// Each pointer is valid for its buffer's full length (reads; writes for `output`), and
-    /// `output` overlaps none of the others.
+    /// Each pointer is valid for its buffer's full length (reads; writes for `output`): for a
+    /// buffer of 0 bytes any pointer, null included. `output` overlaps none of the others.
     pub unsafe fn call(
         &self,
         data: *const u8,
