@@ -19,7 +19,7 @@ Suites, each file one case:
                   and validation errors.
 
 Every runtime output is also compared, bit for bit (any NaN equal to any NaN), with `model()`
-below, a NumPy transcription of docs/semantics-scatter.md: the script stops on a difference that
+below, a NumPy transcription of docs/semantics.md#scatters: the script stops on a difference that
 is not one of the known, recorded divergences. The Rust interpreter is never consulted.
 """
 
@@ -76,7 +76,7 @@ OP_NAMES = {"nd": "ScatterND", "elements": "ScatterElements", "update": "Scatter
 
 
 # ------------------------------------------------------------------------------------------
-# The semantics, transcribed from docs/semantics-scatter.md (independent of the Rust code).
+# The semantics, transcribed from docs/semantics.md#scatters (independent of the Rust code).
 
 WRAP_FLAVORS = {
     "onnx",
@@ -462,7 +462,7 @@ def onnxruntime_suite(rng):
                         reference_error = " ".join(str(e).split())[:160]
                         want = model(op, "onnx", data, indices, updates, axis or 0, reduction)
                         add_case("definition", f"onnx_{name}",
-                                 "docs/semantics-scatter.md (no rounding involved)", op, "onnx",
+                                 "docs/semantics.md#scatters (no rounding involved)", op, "onnx",
                                  data, indices, updates, axis=axis, reduction=reduction,
                                  expected=want, onnxruntime_error=message,
                                  onnx_reference_error=reference_error)
@@ -613,7 +613,7 @@ def openvino_suite(rng):
             sys.exit(f"openvino/{name}: OpenVINO and model differ\n ov    {got!r}\n model {want!r}")
         divergences.append(name)
         add_case("definition", f"openvino_cpu_{name}",
-                 f"OpenVINO reference (docs/semantics-scatter.md); {version} CPU plugin differs",
+                 f"OpenVINO reference (docs/semantics.md#scatters); {version} CPU plugin differs",
                  op, flavor, data, indices, updates, axis=axis, reduction=reduction,
                  use_init_val=use_init_val, expected=want, openvino_cpu=tensor(got)["values"],
                  note=known_divergence)
@@ -832,7 +832,7 @@ def definition():
         dtype = np.bool_ if name.endswith("bool") else f
         case = {
             "suite": "definition", "name": f"invalid_{name}",
-            "source": "docs/semantics-scatter.md, validation", "op": OP_NAMES[op], "flavor": flavor,
+            "source": "docs/semantics.md#scatters, validation", "op": OP_NAMES[op], "flavor": flavor,
             "attrs": {"reduction": reduction, **({"axis": axis} if axis is not None else {}),
                       **({"use_init_val": uiv} if uiv is not None else {})},
             "data": {"dtype": DTYPE_NAMES[np.dtype(dtype)], "shape": list(ds)},

@@ -31,7 +31,7 @@ pub enum ResolvedScatter {
 /// A scatter signature that passed validation, with its normalised attributes.
 ///
 /// The output has data's shape. Each element of `updates` lands on one data element (the
-/// table in `docs/semantics-scatter.md`); updates apply in row-major order of `updates`, which
+/// table in `docs/semantics.md#scatters`); updates apply in row-major order of `updates`, which
 /// is the order of the indices.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ScatterLayout {

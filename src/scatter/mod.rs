@@ -8,7 +8,7 @@
 //! and returns a [`ScatterLayout`], which the reference interpreter ([`interpret_scatter`],
 //! [`interpret_scatter_in_place`], in `interp.rs`) runs. `reduce.rs` holds the arithmetic of
 //! one update (each dtype, each reduction, each flavor's ties), the part a compiled kernel has
-//! to match bit for bit. `docs/semantics-scatter.md` has the rules flavor by flavor.
+//! to match bit for bit. `docs/semantics.md#scatters` has the rules flavor by flavor.
 //!
 //! ```
 //! use gather_jit::scatter::{Reduction, ScatterFlavor, ScatterSignature, interpret_scatter};

@@ -10,7 +10,7 @@ use std::fmt;
 use super::{DType, NegativeIndices, OpName};
 
 /// The framework and operator version whose rules a scatter follows. See
-/// `docs/semantics-scatter.md`.
+/// `docs/semantics.md#scatters`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScatterFlavor {
     /// ONNX ScatterND-18 and ScatterElements-18 (older opsets, and the deprecated `Scatter`, are
