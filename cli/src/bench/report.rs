@@ -18,6 +18,30 @@ fn ns(x: f64) -> Duration {
     Duration::from_nanos(x.round() as u64)
 }
 
+/// The rates and ratios both reports give, from what was measured.
+struct Rates {
+    /// The kernel's bytes moved per second, in GB/s.
+    jit_gbps: f64,
+    /// The memcpy's bytes read and written per second, in GB/s.
+    memcpy_gbps: f64,
+    /// The kernel's median over the memcpy's.
+    ratio: f64,
+    /// The kernel's median over the fill's.
+    fill_ratio: f64,
+}
+
+impl Rates {
+    fn of(m: &Measured) -> Rates {
+        let ratio_to = |base: f64| if base > 0.0 { m.jit.median / base } else { 0.0 };
+        Rates {
+            jit_gbps: gbps(m.moved, ns(m.jit.median)),
+            memcpy_gbps: gbps(2 * m.output_bytes as u64, ns(m.memcpy.median)),
+            ratio: ratio_to(m.memcpy.median),
+            fill_ratio: ratio_to(m.fill.median),
+        }
+    }
+}
+
 /// Prints the bench as one JSON object (times in nanoseconds).
 ///
 /// # Errors
@@ -32,20 +56,19 @@ pub(super) fn json(
 ) -> Result<()> {
     let Measured {
         kernel,
-        output_bytes,
-        moved,
         jit,
         memcpy,
         fill,
-        threads_used,
         ..
     } = measured;
-    let (moved, output_bytes, threads_used) = (*moved, *output_bytes, *threads_used);
-    let jit_gbps = gbps(moved, ns(jit.median));
-    let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
-    let ratio_to = |base: f64| if base > 0.0 { jit.median / base } else { 0.0 };
-    let ratio = ratio_to(memcpy.median);
-    let fill_ratio = ratio_to(fill.median);
+    let (moved, output_bytes, threads_used) =
+        (measured.moved, measured.output_bytes, measured.threads_used);
+    let Rates {
+        jit_gbps,
+        memcpy_gbps,
+        ratio,
+        fill_ratio,
+    } = Rates::of(measured);
     let mut json = json!({
         "signature": sig.to_string(),
         "op": sig.op_text(),
@@ -129,20 +152,19 @@ pub(super) fn text(
 ) -> Result<()> {
     let Measured {
         kernel,
-        output_bytes,
-        moved,
         jit,
         memcpy,
         fill,
-        threads_used,
         ..
     } = measured;
-    let (moved, output_bytes, threads_used) = (*moved, *output_bytes, *threads_used);
-    let jit_gbps = gbps(moved, ns(jit.median));
-    let memcpy_gbps = gbps(2 * output_bytes as u64, ns(memcpy.median));
-    let ratio_to = |base: f64| if base > 0.0 { jit.median / base } else { 0.0 };
-    let ratio = ratio_to(memcpy.median);
-    let fill_ratio = ratio_to(fill.median);
+    let (moved, output_bytes, threads_used) =
+        (measured.moved, measured.output_bytes, measured.threads_used);
+    let Rates {
+        jit_gbps,
+        memcpy_gbps,
+        ratio,
+        fill_ratio,
+    } = Rates::of(measured);
     outln!(out, "signature     {sig}");
     outln!(out, "output shape  {:?}", layout.output_shape());
     if matches!(sig, OpSignature::Scatter(_)) {
