@@ -70,10 +70,11 @@ impl Input {
         let file = options.open(path).map_err(|e| match e.raw_os_error() {
             // What open(2) says of a socket (ENXIO), a device without a driver (ENODEV) or a
             // directory opened another way is less clear than what the path is.
-            Some(_) if fs::metadata(path).is_ok_and(|m| !m.is_file()) => {
-                refusal(path, fs::metadata(path).map(|m| m.file_type()).ok())
-            }
-            _ => Failure::io("read", path, e),
+            Some(_) => match fs::metadata(path) {
+                Ok(metadata) if !metadata.is_file() => refusal(path, Some(metadata.file_type())),
+                _ => Failure::io("read", path, e),
+            },
+            None => Failure::io("read", path, e),
         })?;
         let metadata = file.metadata().map_err(|e| Failure::io("read", path, e))?;
         if !metadata.is_file() {
@@ -316,7 +317,15 @@ impl Output {
     /// # Errors
     /// As [`route`]; the temporary file cannot be made, or the file opened.
     pub fn create(path: &Path) -> Result<Output> {
-        let sink = match route(path)? {
+        Output::create_by(path, route(path)?)
+    }
+
+    /// Starts writing `path` by `route`, already found.
+    ///
+    /// # Errors
+    /// The temporary file cannot be made, or the file opened.
+    fn create_by(path: &Path, route: Route) -> Result<Output> {
+        let sink = match route {
             Route::Replace(target) => Sink::Temporary(temporary_in(directory_of(&target))?, target),
             Route::Through => {
                 let file = OpenOptions::new()
@@ -397,17 +406,18 @@ pub fn write_together(files: &[(&Path, &[&[u8]])]) -> Result<()> {
                 .try_for_each(|piece| out.file().write_all(piece))
         })
     };
+    let mut routes = Vec::with_capacity(files.len());
+    for &(path, pieces) in files {
+        routes.push((path, pieces, route(path)?));
+    }
+    // Temporary files first, then the outputs written through (which cannot be undone).
+    routes.sort_by_key(|(.., route)| *route == Route::Through);
     let mut pending = Vec::with_capacity(files.len());
     // On an error, dropping `pending` removes the temporary files written so far.
-    for pass_through in [false, true] {
-        for &(path, pieces) in files {
-            if (route(path)? == Route::Through) != pass_through {
-                continue;
-            }
-            let mut output = Output::create(path)?;
-            write(&mut output, pieces)?;
-            pending.push(output);
-        }
+    for (path, pieces, route) in routes {
+        let mut output = Output::create_by(path, route)?;
+        write(&mut output, pieces)?;
+        pending.push(output);
     }
     let mut renamed = Vec::with_capacity(files.len());
     for output in pending {
